@@ -1,0 +1,30 @@
+/* ACCL extensions to the NCCL C ABI. Everything here is prefixed `accl` so it
+ * can never collide with a name NVIDIA's NCCL exports. */
+#ifndef ACCL_H_
+#define ACCL_H_
+
+#include <stddef.h>
+#include "nccl.h"
+
+#define ACCL_VERSION_MAJOR 0
+#define ACCL_VERSION_MINOR 1
+#define ACCL_VERSION_PATCH 0
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ACCL's own version, e.g. "0.1.0" (ncclGetVersion reports the NCCL API level). */
+const char* acclGetVersionString(void);
+
+/* The mode a new communicator would run in on this machine.
+ * Returns 1 for device mode (a usable CUDA device), 0 for host mode, and writes
+ * a one-line human-readable reason (e.g. "host: built without CUDA") into
+ * `reason` (always NUL-terminated when len > 0). */
+int acclQueryMode(char* reason, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACCL_H_ */

@@ -1,0 +1,262 @@
+// Communicator life cycle: unique ids, init (blocking, non-blocking, grouped,
+// all-in-one-process), finalize, destroy, abort, and the query calls.
+#include "api/api.h"
+
+#include <strings.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/group.h"
+
+using accl::commValid;
+
+namespace {
+
+ncclResult_t checkComm(const ncclComm* comm, const char* fn) {
+  if (!comm) {
+    WARN("%s: comm is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  if (!commValid(comm)) {
+    WARN("%s: comm %p is not a live communicator (destroyed, aborted or never created)", fn,
+         static_cast<const void*>(comm));
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t runInit(ncclComm* comm, accl::UniqueIdLayout id, int nranks, int rank) {
+  ncclResult_t r = accl::commInit(comm, id, nranks, rank);
+  if (r == ncclSuccess) {
+    comm->asyncError.store(ncclSuccess);
+  } else {
+    comm->asyncError.store(r);
+    accl::commSetError(comm, r);
+  }
+  comm->initDone.store(true);
+  return r;
+}
+
+ncclResult_t initRankConfig(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
+                            ncclConfig_t* config) {
+  if (!out) {
+    WARN("%s: comm (the ncclComm_t* output) is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  *out = nullptr;
+  if (nranks < 1) {
+    WARN("%s: nranks = %d must be at least 1", fn, nranks);
+    return ncclInvalidArgument;
+  }
+  if (rank < 0 || rank >= nranks) {
+    WARN("%s: rank = %d is outside [0, nranks = %d)", fn, rank, nranks);
+    return ncclInvalidArgument;
+  }
+  accl::UniqueIdLayout id;
+  memcpy(&id, commId.internal, sizeof(id));
+  if (!accl::uniqueIdValid(id)) {
+    WARN("%s: the ncclUniqueId was not made by ncclGetUniqueId (bad magic or address)", fn);
+    return ncclInvalidArgument;
+  }
+  accl::CommConfig cfg;
+  NCCLCHECK(accl::readConfig(config, &cfg));
+  const char* mode = accl::paramString(accl::Param::Mode);
+  if (strcasecmp(mode, "auto") != 0 && strcasecmp(mode, "host") != 0) {
+    WARN("%s: ACCL_MODE=%s is not supported (use auto or host; this build has no device data path yet)", fn, mode);
+    return ncclInvalidUsage;
+  }
+  auto* comm = new ncclComm();
+  comm->config = cfg;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->asyncError.store(ncclInProgress);
+  accl::registerComm(comm);
+  *out = comm;
+  if (accl::groupActive()) {
+    accl::groupEnqueueInit([comm, id, nranks, rank] { return runInit(comm, id, nranks, rank); });
+    return ncclSuccess;
+  }
+  if (!cfg.blocking) {
+    comm->initThread = std::thread([comm, id, nranks, rank] { runInit(comm, id, nranks, rank); });
+    return ncclInProgress;
+  }
+  ncclResult_t r = runInit(comm, id, nranks, rank);
+  if (r != ncclSuccess) {
+    accl::commFree(comm);
+    *out = nullptr;
+  }
+  return r;
+}
+
+}  // namespace
+
+extern "C" ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
+  ACCL_API_GUARD_BEGIN
+  if (!uniqueId) {
+    WARN("ncclGetUniqueId: uniqueId is NULL");
+    return ncclInvalidArgument;
+  }
+  accl::UniqueIdLayout id;
+  NCCLCHECK(accl::makeUniqueId(&id));
+  memset(uniqueId, 0, sizeof(*uniqueId));
+  memcpy(uniqueId->internal, &id, sizeof(id));
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclGetUniqueId")
+}
+NCCL_API_ALIAS(ncclGetUniqueId)
+
+extern "C" ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                               ncclConfig_t* config) {
+  ACCL_API_GUARD_BEGIN
+  return initRankConfig("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+  ACCL_API_GUARD_END("ncclCommInitRankConfig")
+}
+NCCL_API_ALIAS(ncclCommInitRankConfig)
+
+extern "C" ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  ACCL_API_GUARD_BEGIN
+  return initRankConfig("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
+  ACCL_API_GUARD_END("ncclCommInitRank")
+}
+NCCL_API_ALIAS(ncclCommInitRank)
+
+extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  ACCL_API_GUARD_BEGIN
+  if (!comms) {
+    WARN("ncclCommInitAll: comms is NULL");
+    return ncclInvalidArgument;
+  }
+  if (ndev < 1) {
+    WARN("ncclCommInitAll: ndev = %d must be at least 1", ndev);
+    return ncclInvalidArgument;
+  }
+  // Host mode ignores devices; a negative device is still a caller bug. Repeats are allowed:
+  // several ranks may share one device.
+  for (int i = 0; devlist && i < ndev; ++i) {
+    if (devlist[i] < 0) {
+      WARN("ncclCommInitAll: devlist[%d] = %d is not a device", i, devlist[i]);
+      return ncclInvalidArgument;
+    }
+  }
+  for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
+  ncclUniqueId id;
+  NCCLCHECK(pncclGetUniqueId(&id));
+  NCCLCHECK(accl::groupStart());
+  ncclResult_t first = ncclSuccess;
+  for (int i = 0; i < ndev; ++i) {
+    ncclResult_t r = initRankConfig("ncclCommInitAll", &comms[i], ndev, id, i, nullptr);
+    if (r != ncclSuccess && first == ncclSuccess) first = r;
+  }
+  ncclResult_t r = accl::groupEnd();
+  if (first == ncclSuccess) first = r;
+  if (first != ncclSuccess) {
+    for (int i = 0; i < ndev; ++i) {
+      if (comms[i]) accl::commFree(comms[i]);
+      comms[i] = nullptr;
+    }
+  }
+  return first;
+  ACCL_API_GUARD_END("ncclCommInitAll")
+}
+NCCL_API_ALIAS(ncclCommInitAll)
+
+extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(checkComm(comm, "ncclCommFinalize"));
+  if (comm->initThread.joinable()) comm->initThread.join();
+  // Host-mode calls complete before they return; what may still be in flight is
+  // data a socket proxy has not put on the wire yet.
+  accl::CommUse use(comm);
+  if (comm->ring.send) {
+    ncclResult_t r = comm->ring.send->drain();
+    if (r != ncclSuccess) {
+      WARN("ncclCommFinalize (%s, rank %d): could not flush data to rank %d", comm->name.c_str(), comm->rank,
+           comm->ring.send->peer);
+      accl::commSetError(comm, r);
+      return r;
+    }
+  }
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclCommFinalize")
+}
+NCCL_API_ALIAS(ncclCommFinalize)
+
+extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  ACCL_API_GUARD_BEGIN
+  if (!comm) return ncclSuccess;  // as NCCL
+  NCCLCHECK(checkComm(comm, "ncclCommDestroy"));
+  if (comm->initThread.joinable()) comm->initThread.join();
+  if (comm->asyncError.load() == ncclSuccess && comm->ring.send) (void)comm->ring.send->drain();
+  accl::commFree(comm);
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclCommDestroy")
+}
+NCCL_API_ALIAS(ncclCommDestroy)
+
+extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  ACCL_API_GUARD_BEGIN
+  if (!comm) return ncclSuccess;  // as NCCL
+  NCCLCHECK(checkComm(comm, "ncclCommAbort"));
+  // From any thread: raise the flag every wait checks, tell the peers, then free
+  // once the calls that were inside the comm have left.
+  comm->abortFlag.store(1);
+  if (comm->ring.send) comm->ring.send->abort();
+  if (comm->ring.recv) comm->ring.recv->abort();
+  if (comm->bootstrap) comm->bootstrap->shutdownAll();
+  accl::commFree(comm);
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclCommAbort")
+}
+NCCL_API_ALIAS(ncclCommAbort)
+
+extern "C" ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(checkComm(comm, "ncclCommGetAsyncError"));
+  if (!asyncError) {
+    WARN("ncclCommGetAsyncError: asyncError is NULL");
+    return ncclInvalidArgument;
+  }
+  *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclCommGetAsyncError")
+}
+NCCL_API_ALIAS(ncclCommGetAsyncError)
+
+namespace {
+
+ncclResult_t queryInt(const ncclComm* comm, int* out, const char* fn, const char* what, int value) {
+  NCCLCHECK(checkComm(comm, fn));
+  if (!out) {
+    WARN("%s: %s is NULL", fn, what);
+    return ncclInvalidArgument;
+  }
+  *out = value;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
+  ACCL_API_GUARD_BEGIN
+  return queryInt(comm, count, "ncclCommCount", "count", commValid(comm) ? comm->nranks : 0);
+  ACCL_API_GUARD_END("ncclCommCount")
+}
+NCCL_API_ALIAS(ncclCommCount)
+
+extern "C" ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  ACCL_API_GUARD_BEGIN
+  return queryInt(comm, device, "ncclCommCuDevice", "device", commValid(comm) ? comm->cudaDev : -1);
+  ACCL_API_GUARD_END("ncclCommCuDevice")
+}
+NCCL_API_ALIAS(ncclCommCuDevice)
+
+extern "C" ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
+  ACCL_API_GUARD_BEGIN
+  return queryInt(comm, rank, "ncclCommUserRank", "rank", commValid(comm) ? comm->rank : -1);
+  ACCL_API_GUARD_END("ncclCommUserRank")
+}
+NCCL_API_ALIAS(ncclCommUserRank)

@@ -1,0 +1,387 @@
+// Every NCCL 2.30 function ACCL does not implement yet. Each one fails loudly:
+// a WARN naming the function and ncclInvalidUsage (functions that cannot return
+// an ncclResult_t return an empty team / -1). docs/api-status.md lists them.
+// Generated once from include/nccl.h and src/api/device_api_abi.h; as functions
+// are implemented they move to their own files.
+#include "api/api.h"
+
+#include "core/check.h"
+
+#define ACCL_UNSUPPORTED(name) WARN("%s is not supported by ACCL %s yet (see docs/api-status.md)", #name, acclGetVersionString())
+
+// --- collectives and point-to-point (the collectives issue) ---
+extern "C" ncclResult_t pncclAllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclAllGather);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclAllGather)
+
+extern "C" ncclResult_t pncclAlltoAll(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclAlltoAll);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclAlltoAll)
+
+extern "C" ncclResult_t pncclBcast(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclBcast);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclBcast)
+
+extern "C" ncclResult_t pncclBroadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclBroadcast);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclBroadcast)
+
+extern "C" ncclResult_t pncclGather(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclGather);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGather)
+
+extern "C" ncclResult_t pncclReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclReduce);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclReduce)
+
+extern "C" ncclResult_t pncclReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclReduceScatter);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclReduceScatter)
+
+extern "C" ncclResult_t pncclScatter(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclScatter);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclScatter)
+
+extern "C" ncclResult_t pncclSend(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclSend);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclSend)
+
+extern "C" ncclResult_t pncclRecv(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclRecv);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclRecv)
+
+extern "C" ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t*) {
+  ACCL_UNSUPPORTED(ncclGroupSimulateEnd);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGroupSimulateEnd)
+
+extern "C" ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t) {
+  ACCL_UNSUPPORTED(ncclRedOpCreatePreMulSum);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclRedOpCreatePreMulSum)
+
+extern "C" ncclResult_t pncclRedOpDestroy(ncclRedOp_t, ncclComm_t) {
+  ACCL_UNSUPPORTED(ncclRedOpDestroy);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclRedOpDestroy)
+
+// --- communicator management (the collectives and PyTorch issues) ---
+extern "C" ncclResult_t pncclCommSplit(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) {
+  ACCL_UNSUPPORTED(ncclCommSplit);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommSplit)
+
+extern "C" ncclResult_t pncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
+  ACCL_UNSUPPORTED(ncclCommShrink);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommShrink)
+
+extern "C" ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*) {
+  ACCL_UNSUPPORTED(ncclCommGrow);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommGrow)
+
+extern "C" ncclResult_t pncclCommRevoke(ncclComm_t, int) {
+  ACCL_UNSUPPORTED(ncclCommRevoke);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommRevoke)
+
+extern "C" ncclResult_t pncclCommSuspend(ncclComm_t, int) {
+  ACCL_UNSUPPORTED(ncclCommSuspend);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommSuspend)
+
+extern "C" ncclResult_t pncclCommResume(ncclComm_t) {
+  ACCL_UNSUPPORTED(ncclCommResume);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommResume)
+
+extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t*, int, int, int, ncclUniqueId*, ncclConfig_t*) {
+  ACCL_UNSUPPORTED(ncclCommInitRankScalable);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommInitRankScalable)
+
+extern "C" ncclResult_t pncclCommGetUniqueId(ncclComm_t, ncclUniqueId*) {
+  ACCL_UNSUPPORTED(ncclCommGetUniqueId);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommGetUniqueId)
+
+extern "C" ncclResult_t pncclCommRegister(const ncclComm_t, void*, size_t, void**) {
+  ACCL_UNSUPPORTED(ncclCommRegister);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommRegister)
+
+extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t, void*) {
+  ACCL_UNSUPPORTED(ncclCommDeregister);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommDeregister)
+
+extern "C" ncclResult_t pncclCommMemStats(ncclComm_t, ncclCommMemStat_t, uint64_t*) {
+  ACCL_UNSUPPORTED(ncclCommMemStats);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommMemStats)
+
+extern "C" ncclResult_t pncclCommQueryProperties(ncclComm_t, ncclCommProperties_t*) {
+  ACCL_UNSUPPORTED(ncclCommQueryProperties);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommQueryProperties)
+
+// --- windows and one-sided signals ---
+extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) {
+  ACCL_UNSUPPORTED(ncclCommWindowRegister);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommWindowRegister)
+
+extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  ACCL_UNSUPPORTED(ncclCommWindowDeregister);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclCommWindowDeregister)
+
+extern "C" ncclResult_t pncclWinGetUserPtr(ncclComm_t, ncclWindow_t, void**) {
+  ACCL_UNSUPPORTED(ncclWinGetUserPtr);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclWinGetUserPtr)
+
+extern "C" ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclPutSignal);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclPutSignal)
+
+extern "C" ncclResult_t pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclSignal);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclSignal)
+
+extern "C" ncclResult_t pncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
+  ACCL_UNSUPPORTED(ncclWaitSignal);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclWaitSignal)
+
+// --- the parameter API of NCCL 2.30 ---
+extern "C" ncclResult_t pncclParamBind(ncclParamHandle_t*, const char*) {
+  ACCL_UNSUPPORTED(ncclParamBind);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamBind)
+
+extern "C" ncclResult_t pncclParamGet(ncclParamHandle_t, void*, int, int*) {
+  ACCL_UNSUPPORTED(ncclParamGet);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGet)
+
+extern "C" ncclResult_t pncclParamGetAllParameterKeys(const char***, int*) {
+  ACCL_UNSUPPORTED(ncclParamGetAllParameterKeys);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetAllParameterKeys)
+
+extern "C" ncclResult_t pncclParamGetI8(ncclParamHandle_t, int8_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetI8);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetI8)
+
+extern "C" ncclResult_t pncclParamGetI16(ncclParamHandle_t, int16_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetI16);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetI16)
+
+extern "C" ncclResult_t pncclParamGetI32(ncclParamHandle_t, int32_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetI32);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetI32)
+
+extern "C" ncclResult_t pncclParamGetI64(ncclParamHandle_t, int64_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetI64);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetI64)
+
+extern "C" ncclResult_t pncclParamGetU8(ncclParamHandle_t, uint8_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetU8);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetU8)
+
+extern "C" ncclResult_t pncclParamGetU16(ncclParamHandle_t, uint16_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetU16);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetU16)
+
+extern "C" ncclResult_t pncclParamGetU32(ncclParamHandle_t, uint32_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetU32);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetU32)
+
+extern "C" ncclResult_t pncclParamGetU64(ncclParamHandle_t, uint64_t*) {
+  ACCL_UNSUPPORTED(ncclParamGetU64);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetU64)
+
+extern "C" ncclResult_t pncclParamGetStr(ncclParamHandle_t, const char**) {
+  ACCL_UNSUPPORTED(ncclParamGetStr);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetStr)
+
+extern "C" ncclResult_t pncclParamGetParameter(const char*, const char**, int*) {
+  ACCL_UNSUPPORTED(ncclParamGetParameter);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclParamGetParameter)
+
+extern "C" void pncclParamDumpAll(void) {
+  ACCL_UNSUPPORTED(ncclParamDumpAll);
+  return;
+}
+NCCL_API_ALIAS(ncclParamDumpAll)
+
+// --- the device API (GPU-initiated communication) ---
+extern "C" ncclResult_t pncclDevCommCreate(ncclComm_t, ncclDevCommRequirements_t const*, ncclDevComm_t*) {
+  ACCL_UNSUPPORTED(ncclDevCommCreate);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclDevCommCreate)
+
+extern "C" ncclResult_t pncclDevCommDestroy(ncclComm_t, ncclDevComm_t const*) {
+  ACCL_UNSUPPORTED(ncclDevCommDestroy);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclDevCommDestroy)
+
+extern "C" ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void**) {
+  ACCL_UNSUPPORTED(ncclGetLsaDevicePointer);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGetLsaDevicePointer)
+
+extern "C" ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void**) {
+  ACCL_UNSUPPORTED(ncclGetLsaMultimemDevicePointer);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGetLsaMultimemDevicePointer)
+
+extern "C" ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t, size_t, ncclMultimemHandle_t, void**) {
+  ACCL_UNSUPPORTED(ncclGetMultimemDevicePointer);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGetMultimemDevicePointer)
+
+extern "C" ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void**) {
+  ACCL_UNSUPPORTED(ncclGetPeerDevicePointer);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGetPeerDevicePointer)
+
+extern "C" ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam_t, int, ncclGinBarrierHandle_t*, ncclDevResourceRequirements_t*) {
+  ACCL_UNSUPPORTED(ncclGinBarrierCreateRequirement);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGinBarrierCreateRequirement)
+
+extern "C" ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam_t, int, int, ncclGinInboxA2AHandle*, ncclDevResourceRequirements_t*) {
+  ACCL_UNSUPPORTED(ncclGinInboxA2ACreateRequirement);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGinInboxA2ACreateRequirement)
+
+extern "C" ncclResult_t pncclGinOutboxCreateRequirement(int, int, ncclGinOutboxHandle*, ncclDevResourceRequirements_t*) {
+  ACCL_UNSUPPORTED(ncclGinOutboxCreateRequirement);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclGinOutboxCreateRequirement)
+
+extern "C" int pncclLLA2ACalcSlots(int, int) {
+  ACCL_UNSUPPORTED(ncclLLA2ACalcSlots);
+  return -1;
+}
+NCCL_API_ALIAS(ncclLLA2ACalcSlots)
+
+extern "C" ncclResult_t pncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle_t*, ncclDevResourceRequirements_t*) {
+  ACCL_UNSUPPORTED(ncclLLA2ACreateRequirement);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclLLA2ACreateRequirement)
+
+extern "C" ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t, int, ncclLsaBarrierHandle_t*, ncclDevResourceRequirements_t*) {
+  ACCL_UNSUPPORTED(ncclLsaBarrierCreateRequirement);
+  return ncclInvalidUsage;
+}
+NCCL_API_ALIAS(ncclLsaBarrierCreateRequirement)
+
+extern "C" ncclTeam_t pncclTeamLsa(ncclComm_t) {
+  ACCL_UNSUPPORTED(ncclTeamLsa);
+  return ncclTeam_t{0, 0, 0};
+}
+NCCL_API_ALIAS(ncclTeamLsa)
+
+extern "C" ncclTeam_t pncclTeamRail(ncclComm_t) {
+  ACCL_UNSUPPORTED(ncclTeamRail);
+  return ncclTeam_t{0, 0, 0};
+}
+NCCL_API_ALIAS(ncclTeamRail)
+
+extern "C" ncclTeam_t pncclTeamWorld(ncclComm_t) {
+  ACCL_UNSUPPORTED(ncclTeamWorld);
+  return ncclTeam_t{0, 0, 0};
+}
+NCCL_API_ALIAS(ncclTeamWorld)
+
+extern "C" int pncclTeamRankToLsa(ncclComm_t, ncclTeam_t, int) {
+  ACCL_UNSUPPORTED(ncclTeamRankToLsa);
+  return -1;
+}
+NCCL_API_ALIAS(ncclTeamRankToLsa)
+
+extern "C" int pncclTeamRankToWorld(ncclComm_t, ncclTeam_t, int) {
+  ACCL_UNSUPPORTED(ncclTeamRankToWorld);
+  return -1;
+}
+NCCL_API_ALIAS(ncclTeamRankToWorld)

@@ -1,0 +1,226 @@
+#include "bootstrap/bootstrap.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "bootstrap/root.h"
+#include "core/check.h"
+
+namespace accl {
+namespace {
+
+// A deterministic 32-byte secret from a string (NCCL_COMM_ID mode, where every
+// rank computes the id independently). splitmix64 over FNV-1a: a mix, not a MAC.
+void deriveSecret(const std::string& text, uint8_t* out) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  for (int i = 0; i < kSecretBytes / 8; ++i) {
+    uint64_t z = (h += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    memcpy(out + 8 * i, &z, 8);
+  }
+}
+
+ncclResult_t randomBytes(uint8_t* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(out + got, n - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      WARN("getrandom failed: %s", strerror(errno));
+      return ncclSystemError;
+    }
+    got += static_cast<size_t>(r);
+  }
+  return ncclSuccess;
+}
+
+Hello makeHello(Purpose p, const uint8_t* secret, int rank, int nranks, int tag) {
+  Hello h;
+  memset(&h, 0, sizeof(h));
+  h.magic = kHelloMagic;
+  h.purpose = p;
+  memcpy(h.secret, secret, kSecretBytes);
+  h.rank = rank;
+  h.nranks = nranks;
+  h.tag = tag;
+  return h;
+}
+
+bool commIdMode(SockAddr* root) {
+  const char* commId = paramString(Param::CommId);
+  if (!*commId) return false;
+  return parseAddr(commId, root);
+}
+
+}  // namespace
+
+ncclResult_t makeUniqueId(UniqueIdLayout* id) {
+  memset(id, 0, sizeof(*id));
+  id->magic = kIdMagic;
+  id->version = 1;
+  const char* commId = paramString(Param::CommId);
+  if (*commId) {
+    if (!commIdMode(&id->root)) {
+      WARN("NCCL_COMM_ID=%s is not a valid ip:port", commId);
+      return ncclInvalidArgument;
+    }
+    const char* secret = paramString(Param::Secret);
+    deriveSecret(std::string(commId) + "|" + secret, id->secret);
+    return ncclSuccess;
+  }
+  NCCLCHECK(randomBytes(id->secret, kSecretBytes));
+  std::vector<NetIf> ifs;
+  NCCLCHECK(chooseInterfaces(nullptr, &ifs));
+  int fd;
+  NCCLCHECK(socketListen(ifs[0].addr, &fd, &id->root));
+  INFO(kBootstrap, "bootstrap root listening on %s (%s)", addrToString(id->root).c_str(), ifs[0].name.c_str());
+  return startRootThread(fd, id->secret);
+}
+
+bool uniqueIdValid(const UniqueIdLayout& id) {
+  return id.magic == kIdMagic && id.version == 1 &&
+         (id.root.sa.sa_family == AF_INET || id.root.sa.sa_family == AF_INET6);
+}
+
+Bootstrap::~Bootstrap() {
+  for (int* fd : {&listenFd_, &nextFd_, &prevFd_})
+    if (*fd >= 0) close(*fd);
+  for (auto& kv : stash_) close(kv.second);
+}
+
+void Bootstrap::shutdownAll() {
+  for (int fd : {nextFd_, prevFd_})
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+}
+
+ncclResult_t Bootstrap::init(const UniqueIdLayout& id, int rank, int nranks,
+                             const std::atomic<uint32_t>* abortFlag) {
+  rank_ = rank;
+  nranks_ = nranks;
+  abort_ = abortFlag;
+  memcpy(secret_, id.secret, kSecretBytes);
+  std::vector<NetIf> ifs;
+  NCCLCHECK(chooseInterfaces(&id.root, &ifs));
+  netif_ = ifs[0];
+  NCCLCHECK(socketListen(netif_.addr, &listenFd_, &listenAddr_));
+  SockAddr commRoot;
+  if (rank == 0 && commIdMode(&commRoot)) {
+    // NCCL_COMM_ID: rank 0 hosts the root at the fixed address.
+    int rootFd;
+    NCCLCHECK(socketListen(commRoot, &rootFd, nullptr));
+    NCCLCHECK(startRootThread(rootFd, secret_));
+  }
+  NCCLCHECK(rendezvous(id));
+  if (nranks == 1) return ncclSuccess;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  NCCLCHECK(connectPeer(next, Purpose::Ring, 0, &nextFd_));
+  NCCLCHECK(acceptPeer(prev, Purpose::Ring, 0, &prevFd_));
+  INFO(kBootstrap, "rank %d/%d bootstrap on %s (%s), ring %d -> %d -> %d", rank, nranks,
+       addrToString(listenAddr_).c_str(), netif_.name.c_str(), prev, rank, next);
+  return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
+  int fd;
+  ncclResult_t r = socketConnect(id.root, deadline(), &fd);
+  if (r != ncclSuccess) {
+    WARN("rank %d: cannot reach the bootstrap root at %s (is the unique id from a live process?)", rank_,
+         addrToString(id.root).c_str());
+    return r;
+  }
+  FdGuard g(fd);
+  Hello h = makeHello(Purpose::Root, secret_, rank_, nranks_, 0);
+  h.addr = listenAddr_;
+  NCCLCHECK(socketSend(fd, &h, sizeof(h), deadline()));
+  RootReply reply;
+  r = socketRecv(fd, &reply, sizeof(reply), deadline());
+  if (r != ncclSuccess) {
+    WARN("rank %d: the bootstrap root at %s closed the connection before all %d ranks arrived", rank_,
+         addrToString(id.root).c_str(), nranks_);
+    return r;
+  }
+  if (reply.status != ncclSuccess) {
+    WARN("rank %d: bootstrap root refused: %s", rank_, reply.message);
+    return static_cast<ncclResult_t>(reply.status);
+  }
+  peers_.resize(nranks_);
+  NCCLCHECK(socketRecv(fd, peers_.data(), peers_.size() * sizeof(SockAddr), deadline()));
+  return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd) {
+  int s;
+  NCCLCHECK(socketConnect(peers_[peer], deadline(), &s));
+  FdGuard g(s);
+  Hello h = makeHello(purpose, secret_, rank_, nranks_, tag);
+  NCCLCHECK(socketSend(s, &h, sizeof(h), deadline()));
+  *fd = g.release();
+  return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::acceptPeer(int peer, Purpose purpose, int tag, int* fd) {
+  std::lock_guard<std::mutex> lock(acceptMu_);
+  auto key = std::make_tuple(peer, static_cast<int>(purpose), tag);
+  Deadline dl = deadline();
+  for (;;) {
+    auto it = stash_.find(key);
+    if (it != stash_.end()) {
+      *fd = it->second;
+      stash_.erase(it);
+      return ncclSuccess;
+    }
+    int s;
+    ncclResult_t r = socketAccept(listenFd_, dl, &s);
+    if (r != ncclSuccess) {
+      WARN("rank %d: waiting for a connection from rank %d failed", rank_, peer);
+      return r;
+    }
+    Hello h;
+    Deadline helloDl(abort_, 5);
+    if (socketRecv(s, &h, sizeof(h), helloDl) != ncclSuccess || !helloValid(h, secret_) ||
+        h.nranks != nranks_ || h.rank < 0 || h.rank >= nranks_) {
+      INFO(kBootstrap, "rank %d: dropped a connection that did not present this communicator's secret", rank_);
+      close(s);
+      continue;
+    }
+    auto got = std::make_tuple(h.rank, static_cast<int>(h.purpose), h.tag);
+    if (got == key) {
+      *fd = s;
+      return ncclSuccess;
+    }
+    auto old = stash_.find(got);
+    if (old != stash_.end()) close(old->second);
+    stash_[got] = s;
+  }
+}
+
+ncclResult_t Bootstrap::allgather(void* all, size_t bytes) {
+  char* base = static_cast<char*>(all);
+  // Step s: pass slot (rank - s) on to the next rank, take slot (rank - s - 1) from the previous.
+  for (int s = 0; s < nranks_ - 1; ++s) {
+    int sendSlot = (rank_ - s + nranks_) % nranks_;
+    int recvSlot = (rank_ - s - 1 + nranks_) % nranks_;
+    ncclResult_t r = socketSendRecv(nextFd_, base + sendSlot * bytes, bytes, prevFd_, base + recvSlot * bytes,
+                                    bytes, deadline());
+    if (r != ncclSuccess) {
+      if (r == ncclRemoteError)
+        WARN("rank %d: bootstrap ring broken (rank %d or %d closed its connection: process died or aborted)",
+             rank_, (rank_ + nranks_ - 1) % nranks_, (rank_ + 1) % nranks_);
+      return r;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::barrier() {
+  std::vector<char> buf(nranks_, 1);
+  return allgather(buf.data(), 1);
+}
+
+}  // namespace accl

@@ -1,0 +1,57 @@
+// Per-communicator bootstrap network: each rank listens on one socket, learns
+// every rank's listener through the root, and keeps a ring of connections
+// (to the next rank, from the previous) for allgather and barrier. Other
+// connections (transports) are made on demand with connectPeer/acceptPeer.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "bootstrap/interfaces.h"
+#include "bootstrap/wire.h"
+
+namespace accl {
+
+// Fills a unique id: starts a root thread on a chosen interface, or encodes
+// NCCL_COMM_ID (whose root rank 0 starts in Bootstrap::init).
+ncclResult_t makeUniqueId(UniqueIdLayout* id);
+bool uniqueIdValid(const UniqueIdLayout& id);
+
+class Bootstrap {
+ public:
+  ~Bootstrap();
+  ncclResult_t init(const UniqueIdLayout& id, int rank, int nranks, const std::atomic<uint32_t>* abortFlag);
+
+  // all holds nranks slots of `bytes`; this rank's slot is filled by the caller.
+  ncclResult_t allgather(void* all, size_t bytes);
+  ncclResult_t barrier();
+  // A new authenticated connection to `peer`'s listener / from `peer`, identified by (purpose, tag).
+  ncclResult_t connectPeer(int peer, Purpose purpose, int tag, int* fd);
+  ncclResult_t acceptPeer(int peer, Purpose purpose, int tag, int* fd);
+  // Wakes everything blocked on this bootstrap (abort): peers see the ring close.
+  void shutdownAll();
+
+  const NetIf& netif() const { return netif_; }
+  const uint8_t* secret() const { return secret_; }
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+
+ private:
+  ncclResult_t rendezvous(const UniqueIdLayout& id);
+  Deadline deadline() const { return Deadline(abort_); }
+
+  int rank_ = -1, nranks_ = 0;
+  const std::atomic<uint32_t>* abort_ = nullptr;
+  uint8_t secret_[kSecretBytes] = {};
+  NetIf netif_;
+  int listenFd_ = -1, nextFd_ = -1, prevFd_ = -1;
+  SockAddr listenAddr_ = {};
+  std::vector<SockAddr> peers_;
+  std::mutex acceptMu_;
+  std::map<std::tuple<int, int, int>, int> stash_;  // (peer, purpose, tag) -> fd accepted early
+};
+
+}  // namespace accl

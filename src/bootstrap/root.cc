@@ -1,0 +1,96 @@
+#include "bootstrap/root.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+
+namespace accl {
+namespace {
+
+struct Member {
+  int fd = -1;
+  Hello hello;
+};
+
+void reply(int fd, ncclResult_t status, const char* msg) {
+  RootReply r = {};
+  r.status = status;
+  snprintf(r.message, sizeof(r.message), "%s", msg);
+  Deadline dl(nullptr, 5);
+  (void)socketSend(fd, &r, sizeof(r), dl);
+}
+
+void rootLoop(int listenFd, std::vector<uint8_t> secret) {
+  FdGuard listener(listenFd);
+  Deadline dl(nullptr);  // ACCL_TIMEOUT bounds how long the root waits for all ranks
+  std::vector<Member> members;
+  int nranks = -1, arrived = 0;
+  while (nranks < 0 || arrived < nranks) {
+    int fd;
+    if (socketAccept(listenFd, dl, &fd) != ncclSuccess) {
+      WARN("bootstrap root: %d of %d ranks arrived before the deadline; giving up", arrived, nranks);
+      break;
+    }
+    Member m;
+    m.fd = fd;
+    Deadline helloDl(nullptr, 5);  // a silent stranger must not stall the root
+    if (socketRecv(fd, &m.hello, sizeof(m.hello), helloDl) != ncclSuccess ||
+        !helloValid(m.hello, secret.data()) || m.hello.purpose != Purpose::Root) {
+      INFO(kBootstrap, "bootstrap root: dropped a connection that did not present the unique id's secret");
+      close(fd);
+      continue;
+    }
+    const Hello& h = m.hello;
+    char msg[200];
+    if (nranks < 0) {
+      nranks = h.nranks;
+      members.assign(nranks, Member());
+    }
+    if (h.nranks != nranks || h.rank < 0 || h.rank >= nranks || members[h.rank].fd >= 0) {
+      snprintf(msg, sizeof(msg),
+               h.nranks != nranks ? "rank %d says nranks=%d but rank(s) before it said %d"
+                                  : "rank %d joined twice (nranks=%d, first said %d)",
+               h.rank, h.nranks, nranks);
+      WARN("bootstrap root: %s", msg);
+      reply(fd, ncclInvalidUsage, msg);
+      close(fd);
+      continue;
+    }
+    members[h.rank] = m;
+    ++arrived;
+  }
+  if (nranks > 0 && arrived == nranks) {
+    std::vector<SockAddr> table(nranks);
+    for (int r = 0; r < nranks; ++r) table[r] = members[r].hello.addr;
+    for (int r = 0; r < nranks; ++r) {
+      reply(members[r].fd, ncclSuccess, "");
+      Deadline sendDl(nullptr, 30);
+      if (socketSend(members[r].fd, table.data(), table.size() * sizeof(SockAddr), sendDl) != ncclSuccess)
+        WARN("bootstrap root: could not send the address table to rank %d", r);
+    }
+  } else {
+    for (auto& m : members)
+      if (m.fd >= 0) reply(m.fd, ncclTimeout, "not every rank reached the bootstrap root before ACCL_TIMEOUT");
+  }
+  for (auto& m : members)
+    if (m.fd >= 0) close(m.fd);
+}
+
+}  // namespace
+
+ncclResult_t startRootThread(int listenFd, const uint8_t* secret) {
+  try {
+    std::thread(rootLoop, listenFd, std::vector<uint8_t>(secret, secret + kSecretBytes)).detach();
+  } catch (const std::exception& e) {
+    WARN("could not start the bootstrap root thread: %s", e.what());
+    close(listenFd);
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace accl

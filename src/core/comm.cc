@@ -1,0 +1,156 @@
+#include "core/comm.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
+
+#include "core/check.h"
+#include "core/mode.h"
+
+namespace accl {
+namespace {
+
+std::mutex& registryMu() {
+  static std::mutex* m = new std::mutex();
+  return *m;
+}
+std::set<const ncclComm*>& registry() {
+  static std::set<const ncclComm*>* s = new std::set<const ncclComm*>();
+  return *s;
+}
+
+uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < len; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+bool commValid(const ncclComm* comm) {
+  if (!comm) return false;
+  std::lock_guard<std::mutex> g(registryMu());
+  return registry().count(comm) && comm->magic == kCommMagic;
+}
+
+void registerComm(ncclComm* comm) {
+  std::lock_guard<std::mutex> g(registryMu());
+  registry().insert(comm);
+}
+
+void unregisterComm(ncclComm* comm) {
+  std::lock_guard<std::mutex> g(registryMu());
+  registry().erase(comm);
+}
+
+uint64_t hostHash() {
+  // NCCL's rule: NCCL_HOSTID replaces the host identity; otherwise hostname + boot id.
+  const char* id = paramString(Param::HostId);
+  std::string s;
+  if (*id) {
+    s = id;
+  } else {
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    s = host;
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string b;
+    if (boot >> b) s += b;
+  }
+  return fnv1a(s.data(), s.size());
+}
+
+bool processAlive(pid_t pid) {
+  if (pid <= 0 || pid == getpid()) return true;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A killed child stays a zombie until reaped: it is dead for our purposes.
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  std::ifstream f(path);
+  if (!f) return errno != ENOENT;
+  std::string line;
+  std::getline(f, line);
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+void commSetError(ncclComm* comm, ncclResult_t err) {
+  int expected = ncclSuccess;
+  comm->asyncError.compare_exchange_strong(expected, err);
+  if (expected == ncclInProgress) comm->asyncError.compare_exchange_strong(expected, err);
+  // Wake our peers: they must not wait for data this rank will never send.
+  if (comm->ring.send) comm->ring.send->abort();
+  if (comm->ring.recv) comm->ring.recv->abort();
+}
+
+ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank) {
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->commHash = fnv1a(&id, sizeof(id));
+  const ModeInfo& mode = queryMode();
+  comm->deviceMode = mode.device;
+  comm->cudaDev = -1;
+  char name[64];
+  snprintf(name, sizeof(name), "comm %016llx", static_cast<unsigned long long>(comm->commHash));
+  comm->name = comm->config.commName.empty() ? name : comm->config.commName;
+
+  comm->bootstrap = std::make_unique<Bootstrap>();
+  NCCLCHECK(comm->bootstrap->init(id, rank, nranks, &comm->abortFlag));
+
+  PeerInfo me = {};
+  me.rank = rank;
+  me.pid = getpid();
+  me.hostHash = hostHash();
+  me.cudaDev = comm->cudaDev;
+  me.deviceMode = comm->deviceMode;
+  gethostname(me.hostname, sizeof(me.hostname) - 1);
+  comm->peers.assign(nranks, PeerInfo());
+  comm->peers[rank] = me;
+  NCCLCHECK(comm->bootstrap->allgather(comm->peers.data(), sizeof(PeerInfo)));
+  for (const PeerInfo& p : comm->peers) {
+    if (p.deviceMode != me.deviceMode) {
+      WARN("rank %d runs in %s mode but rank %d in %s mode: all ranks of a communicator must agree (ACCL_MODE)",
+           rank, me.deviceMode ? "device" : "host", p.rank, p.deviceMode ? "device" : "host");
+      return ncclInvalidUsage;
+    }
+  }
+
+  Ring& ring = comm->ring;
+  ring.order.resize(nranks);
+  for (int i = 0; i < nranks; ++i) ring.order[i] = i;
+  ring.position = rank;
+  ring.prev = ring.order[(rank + nranks - 1) % nranks];
+  ring.next = ring.order[(rank + 1) % nranks];
+  if (nranks > 1) {
+    std::vector<ConnPtr> sends, recvs;
+    NCCLCHECK(connectPeers(comm, {ring.next}, {ring.prev}, 0, &sends, &recvs));
+    ring.send = std::move(sends[0]);
+    ring.recv = std::move(recvs[0]);
+  }
+  INFO(kInit, "%s rank %d/%d ready (%s; ring %d -> %d -> %d, %s/%s)", comm->name.c_str(), rank, nranks,
+       mode.reason.c_str(), ring.prev, rank, ring.next, ring.recv ? ring.recv->kind : "-",
+       ring.send ? ring.send->kind : "-");
+  return ncclSuccess;
+}
+
+void commFree(ncclComm* comm) {
+  unregisterComm(comm);
+  if (comm->initThread.joinable()) comm->initThread.join();
+  // Everything that could still wait on this comm checks abortFlag; give it time to leave.
+  for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
+  comm->ring.send.reset();
+  comm->ring.recv.reset();
+  comm->bootstrap.reset();
+  comm->magic = kCommDeadMagic;
+  delete comm;
+}
+
+}  // namespace accl

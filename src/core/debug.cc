@@ -1,0 +1,148 @@
+#include "core/debug.h"
+
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "core/param.h"
+
+namespace accl {
+namespace {
+
+struct LogState {
+  std::mutex mu;
+  bool initialized = false;
+  LogLevel level = LogLevel::Warn;
+  uint64_t subsys = kInit | kBootstrap | kEnv;
+  FILE* out = stderr;
+  char host[64] = "";
+  std::string lastWarn;
+};
+
+LogState& state() {
+  static LogState* s = new LogState();  // never destroyed: logging works during exit
+  return *s;
+}
+
+thread_local int tlsDevice = 0;
+
+const struct { const char* name; uint64_t bit; } kSubsysNames[] = {
+    {"INIT", kInit}, {"COLL", kColl}, {"P2P", kP2p}, {"SHM", kShm}, {"NET", kNet},
+    {"GRAPH", kGraph}, {"TUNING", kTuning}, {"ENV", kEnv}, {"ALLOC", kAlloc}, {"CALL", kCall},
+    {"PROXY", kProxy}, {"NVLS", kNvls}, {"BOOTSTRAP", kBootstrap}, {"REG", kReg},
+    {"PROFILE", kProfile}, {"RAS", kRas}, {"ALL", kAll},
+};
+
+// Expands %h (hostname) and %p (pid) in an NCCL_DEBUG_FILE pattern.
+std::string expandDebugFile(const char* pattern, const char* host) {
+  std::string out;
+  for (const char* p = pattern; *p; ++p) {
+    if (p[0] == '%' && p[1] == 'h') { out += host; ++p; }
+    else if (p[0] == '%' && p[1] == 'p') { out += std::to_string(getpid()); ++p; }
+    else out += *p;
+  }
+  return out;
+}
+
+void initLocked(LogState& s) {
+  if (s.initialized) return;
+  s.level = parseLogLevel(paramString(Param::Debug), LogLevel::Warn);
+  const char* sub = paramString(Param::DebugSubsys);
+  if (sub && *sub) s.subsys = parseSubsysMask(sub);
+  if (gethostname(s.host, sizeof(s.host) - 1) != 0) strcpy(s.host, "unknown");
+  if (char* dot = strchr(s.host, '.')) *dot = '\0';
+  if (s.out != stderr) fclose(s.out);
+  s.out = stderr;
+  const char* file = paramString(Param::DebugFile);
+  if (file && *file) {
+    std::string path = expandDebugFile(file, s.host);
+    if (FILE* f = fopen(path.c_str(), "w")) { setvbuf(f, nullptr, _IOLBF, 0); s.out = f; }
+  }
+  s.initialized = true;
+}
+
+}  // namespace
+
+uint64_t parseSubsysMask(const char* spec) {
+  if (!spec || !*spec) return kInit | kBootstrap | kEnv;
+  bool invert = spec[0] == '^';
+  if (invert) ++spec;
+  uint64_t mask = 0;
+  std::string all(spec);
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t comma = all.find(',', pos);
+    std::string tok = all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    for (const auto& n : kSubsysNames)
+      if (strcasecmp(tok.c_str(), n.name) == 0) mask |= n.bit;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return invert ? ~mask : mask;
+}
+
+LogLevel parseLogLevel(const char* spec, LogLevel dflt) {
+  if (!spec || !*spec) return dflt;
+  static const struct { const char* name; LogLevel level; } kLevels[] = {
+      {"NONE", LogLevel::None}, {"VERSION", LogLevel::Version}, {"WARN", LogLevel::Warn},
+      {"INFO", LogLevel::Info}, {"ABORT", LogLevel::Abort}, {"TRACE", LogLevel::Trace}};
+  for (const auto& l : kLevels)
+    if (strcasecmp(spec, l.name) == 0) return l.level;
+  return dflt;
+}
+
+bool logEnabled(LogLevel level, uint64_t subsys) {
+  LogState& s = state();
+  if (!s.initialized) { std::lock_guard<std::mutex> g(s.mu); initLocked(s); }
+  return static_cast<int>(level) <= static_cast<int>(s.level) && (level == LogLevel::Warn || (subsys & s.subsys));
+}
+
+void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
+  LogState& s = state();
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> g(s.mu);
+  initLocked(s);
+  if (level == LogLevel::Warn) s.lastWarn = msg;
+  if (static_cast<int>(level) > static_cast<int>(s.level)) return;
+  if (level != LogLevel::Warn && !(subsys & s.subsys)) return;
+  long tid = syscall(SYS_gettid);
+  const char* base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  if (level == LogLevel::Warn)
+    fprintf(s.out, "%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", s.host, getpid(), tid, tlsDevice, base, line, msg);
+  else if (level == LogLevel::Trace)
+    fprintf(s.out, "%s:%d:%ld [%d] %s:%d NCCL TRACE %s\n", s.host, getpid(), tid, tlsDevice, base, line, msg);
+  else
+    fprintf(s.out, "%s:%d:%ld [%d] NCCL INFO %s\n", s.host, getpid(), tid, tlsDevice, msg);
+  fflush(s.out);
+}
+
+void resetLogInit() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  s.initialized = false;
+}
+
+const char* lastWarning() {
+  // Returned pointer stays valid until the next WARN; callers copy it promptly.
+  thread_local std::string copy;
+  LogState& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  copy = s.lastWarn;
+  return copy.c_str();
+}
+
+void setLogDevice(int dev) { tlsDevice = dev < 0 ? 0 : dev; }
+
+}  // namespace accl

@@ -1,0 +1,155 @@
+#include "core/param.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "core/debug.h"
+
+namespace accl {
+namespace {
+
+enum class Kind { Int, Str };
+
+struct Def {
+  const char* env;
+  Kind kind;
+  const char* dflt;
+  const char* doc;
+};
+
+const Def kDefs[] = {
+#define X(id, env, kind, dflt, doc) {env, Kind::kind, dflt, doc},
+#include "core/params.def"
+#undef X
+};
+constexpr int kCount = static_cast<int>(Param::Count);
+
+struct Cache {
+  std::mutex mu;
+  bool loaded = false;
+  std::string value[kCount];
+  std::string source[kCount];
+  int64_t ival[kCount] = {};
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();
+  return *c;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return "";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void loadLocked(Cache& c) {
+  if (c.loaded) return;
+  // NCCL's precedence: environment, then the user's file, then the system file.
+  std::string userPath;
+  if (const char* f = getenv("NCCL_CONF_FILE"); f && *f) userPath = f;
+  else if (const char* home = getenv("HOME")) userPath = std::string(home) + "/.nccl.conf";
+  auto user = parseConfText(userPath.empty() ? "" : readFile(userPath));
+  auto sys = parseConfText(readFile("/etc/nccl.conf"));
+  for (int i = 0; i < kCount; ++i) {
+    const Def& d = kDefs[i];
+    const char* env = getenv(d.env);
+    if (env) { c.value[i] = env; c.source[i] = "env"; }
+    else if (user.count(d.env)) { c.value[i] = user[d.env]; c.source[i] = userPath; }
+    else if (sys.count(d.env)) { c.value[i] = sys[d.env]; c.source[i] = "/etc/nccl.conf"; }
+    else { c.value[i] = d.dflt; c.source[i] = "default"; }
+    if (d.kind == Kind::Int) {
+      int64_t v = 0;
+      if (!parseIntValue(c.value[i].c_str(), &v)) {
+        parseIntValue(d.dflt, &v);
+        // No WARN here: logging reads params itself. Reported by dumpParams and at init.
+        c.source[i] += " (invalid, default used)";
+        c.value[i] = d.dflt;
+      }
+      c.ival[i] = v;
+    }
+  }
+  c.loaded = true;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parseConfText(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    auto trim = [](std::string s) {
+      size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+    };
+    std::string key = trim(line.substr(0, eq)), val = trim(line.substr(eq + 1));
+    if (!key.empty()) out[key] = val;
+  }
+  return out;
+}
+
+bool parseIntValue(const char* s, int64_t* out) {
+  if (!s) return false;
+  while (isspace(static_cast<unsigned char>(*s))) ++s;
+  if (!*s) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = strtoll(s, &end, 0);
+  if (end == s || errno == ERANGE) return false;
+  int64_t mult = 1;
+  switch (toupper(static_cast<unsigned char>(*end))) {
+    case 'K': mult = 1ll << 10; ++end; break;
+    case 'M': mult = 1ll << 20; ++end; break;
+    case 'G': mult = 1ll << 30; ++end; break;
+    default: break;
+  }
+  while (isspace(static_cast<unsigned char>(*end))) ++end;
+  if (*end) return false;
+  *out = v * mult;
+  return true;
+}
+
+int64_t paramInt(Param p) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  loadLocked(c);
+  return c.ival[static_cast<int>(p)];
+}
+
+const char* paramString(Param p) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  loadLocked(c);
+  return c.value[static_cast<int>(p)].c_str();  // stable until resetParams()
+}
+
+const char* paramEnvName(Param p) { return kDefs[static_cast<int>(p)].env; }
+
+void resetParams() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  c.loaded = false;
+}
+
+std::string dumpParams() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  loadLocked(c);
+  std::string out;
+  for (int i = 0; i < kCount; ++i)
+    out += std::string(kDefs[i].env) + "=" + c.value[i] + " (" + c.source[i] + ")  # " + kDefs[i].doc + "\n";
+  return out;
+}
+
+}  // namespace accl

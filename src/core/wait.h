@@ -1,0 +1,73 @@
+// Bounded waiting. Every loop that waits for a peer holds a Deadline (the
+// communicator's abort flag plus ACCL_TIMEOUT) and backs off with Backoff, so
+// ranks may outnumber cores without burning them, and nothing waits forever.
+#pragma once
+
+#include <sched.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "core/param.h"
+
+namespace accl {
+
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // seconds <= 0: no deadline (the abort flag is still honoured).
+  explicit Deadline(const std::atomic<uint32_t>* abortFlag, int64_t seconds)
+      : abort_(abortFlag), infinite_(seconds <= 0),
+        end_(Clock::now() + std::chrono::seconds(seconds > 0 ? seconds : 0)) {}
+  explicit Deadline(const std::atomic<uint32_t>* abortFlag)
+      : Deadline(abortFlag, paramInt(Param::Timeout)) {}
+
+  bool aborted() const { return abort_ && abort_->load(std::memory_order_relaxed) != 0; }
+  bool expired() const { return !infinite_ && Clock::now() >= end_; }
+  // A poll() timeout: at most sliceMs, never past the deadline.
+  int pollMs(int sliceMs = 100) const {
+    if (infinite_) return sliceMs;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end_ - Clock::now()).count();
+    return left <= 0 ? 0 : (left < sliceMs ? static_cast<int>(left) : sliceMs);
+  }
+  int64_t seconds() const {
+    return infinite_ ? 0 : std::chrono::duration_cast<std::chrono::seconds>(end_ - start_).count();
+  }
+  const std::atomic<uint32_t>* abortFlag() const { return abort_; }
+
+ private:
+  const std::atomic<uint32_t>* abort_;
+  bool infinite_;
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point end_;
+};
+
+// Spin briefly, then yield, then sleep in growing steps (up to 100 us), so a
+// waiting rank gives its core to the peer it is waiting for.
+class Backoff {
+ public:
+  void pause() {
+    ++iter_;
+    if (iter_ < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else if (iter_ < 256) {
+      sched_yield();
+    } else {
+      long ns = iter_ < 1024 ? 2000 : 100000;
+      struct timespec ts = {0, ns};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  // Whether this iteration should run the (costlier) deadline/liveness checks.
+  bool checkNow() const { return (iter_ & 63) == 0; }
+  void reset() { iter_ = 0; }
+
+ private:
+  uint32_t iter_ = 0;
+};
+
+}  // namespace accl

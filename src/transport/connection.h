@@ -1,0 +1,54 @@
+// One direction of data between two ranks. A Connection owns a FIFO view and
+// whatever keeps it alive (a shared-memory mapping, a socket and its proxy
+// thread). The sending rank holds a send Connection, the receiving rank a recv
+// Connection over the same logical FIFO.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/fifo.h"
+#include "nccl.h"
+
+struct ncclComm;
+
+namespace accl {
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // Stop waiting and tell the peer (set the FIFO's abort flag, close the socket).
+  virtual void abort() = 0;
+  // Before a normal close: wait until everything posted has left this process.
+  virtual ncclResult_t drain() { return ncclSuccess; }
+
+  Fifo fifo;
+  bool isSend = false;
+  int peer = -1;
+  pid_t peerPid = 0;          // checked for liveness while waiting (same host), 0 = not checked
+  const char* kind = "?";     // "shm" or "net", for messages
+  uint64_t step = 0;          // local counter: tail for a sender, head for a receiver
+};
+
+using ConnPtr = std::unique_ptr<Connection>;
+
+// Connects this rank to its peers: one send Connection to each of sendTo, one
+// recv Connection from each of recvFrom (same order on both sides). Collective
+// over the communicator: every rank calls it with matching peer lists.
+ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
+                          int tag, std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs);
+
+// Transports (transport/shm.cc, transport/net.cc).
+bool shmUsable(ncclComm* comm, int peer);
+ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
+ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
+void shmUnlinkRecv(Connection* recv);
+ncclResult_t netConnectSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
+ncclResult_t netAcceptRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
+
+size_t slotBytesParam();
+
+}  // namespace accl

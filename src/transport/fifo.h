@@ -1,0 +1,47 @@
+// A connector's FIFO: kSlots data slots in memory the receiver reads, a `tail`
+// counter the sender advances after filling a slot, a `head` counter the
+// receiver advances after draining one. Where the memory lives (shared memory,
+// a socket staging buffer) is the transport's business; algorithms see only this.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace accl {
+
+constexpr int kSlots = 8;
+
+struct alignas(64) FifoCtrl {
+  std::atomic<uint64_t> tail;  // slots posted by the sender
+  char pad0[56];
+  std::atomic<uint64_t> head;  // slots consumed by the receiver
+  char pad1[56];
+  std::atomic<uint32_t> abort;      // set by either side on error: the other side stops waiting
+  std::atomic<uint32_t> peerGone;   // set by a transport that saw its peer close (sockets)
+  int32_t senderPid, receiverPid;   // for liveness checks on one host (0: not checked)
+  uint32_t bytes[kSlots];           // payload of each posted slot
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters are shared across processes");
+
+struct Fifo {
+  FifoCtrl* ctrl = nullptr;
+  char* data = nullptr;  // kSlots * slotBytes
+  size_t slotBytes = 0;
+
+  char* slot(uint64_t step) const { return data + (step % kSlots) * slotBytes; }
+};
+
+// Bytes of one FIFO: control block (a page) plus the slots.
+inline size_t fifoBytes(size_t slotBytes) { return 4096 + kSlots * slotBytes; }
+inline void fifoInit(void* mem, size_t slotBytes, Fifo* f) {
+  f->ctrl = new (mem) FifoCtrl();
+  f->ctrl->tail.store(0);
+  f->ctrl->head.store(0);
+  f->ctrl->abort.store(0);
+  f->ctrl->peerGone.store(0);
+  f->data = static_cast<char*>(mem) + 4096;
+  f->slotBytes = slotBytes;
+}
+
+}  // namespace accl
