@@ -204,8 +204,9 @@ extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
   // From any thread: raise the flag every wait checks, tell the peers, then free
   // once the calls that were inside the comm have left.
   comm->abortFlag.store(1);
-  if (comm->ring.send) comm->ring.send->abort();
-  if (comm->ring.recv) comm->ring.recv->abort();
+  int cause = comm->failedRank.load() >= 0 ? comm->failedRank.load() : comm->rank;
+  if (comm->ring.send) comm->ring.send->abort(cause);
+  if (comm->ring.recv) comm->ring.recv->abort(cause);
   if (comm->bootstrap) comm->bootstrap->shutdownAll();
   accl::commFree(comm);
   return ncclSuccess;

@@ -44,14 +44,29 @@ ncclResult_t Primitives::checkWait(Connection* c, uint64_t* lastPeerCheck) {
     WARN("%s (%s, rank %d): communicator was aborted", op_, comm_->name.c_str(), comm_->rank);
     return ncclInvalidUsage;
   }
-  if (c->fifo.ctrl->abort.load(std::memory_order_relaxed))
-    return fail(c, ncclRemoteError, "failed: the peer reported an error or aborted");
-  if (c->fifo.ctrl->peerGone.load(std::memory_order_relaxed))
+  if (c->fifo.ctrl->abort.load(std::memory_order_relaxed)) {
+    int root = c->fifo.ctrl->failedRank.load();
+    char why[128];
+    if (root >= 0 && root != c->peer)
+      snprintf(why, sizeof(why), "failed: the peer stopped because rank %d failed", root);
+    else if (root == c->peer)
+      snprintf(why, sizeof(why), "failed: the peer aborted");
+    else
+      snprintf(why, sizeof(why), "failed: the peer reported an error");
+    comm_->failedRank.store(root >= 0 ? root : c->peer);
+    return fail(c, ncclRemoteError, why);
+  }
+  if (c->fifo.ctrl->peerGone.load(std::memory_order_relaxed)) {
+    comm_->failedRank.store(c->peer);
     return fail(c, ncclRemoteError, "failed: connection closed (peer process died or destroyed its communicator)");
+  }
   uint64_t now = nowMs();
   if (c->peerPid > 0 && now - *lastPeerCheck >= static_cast<uint64_t>(paramInt(Param::PeerCheckMs))) {
     *lastPeerCheck = now;
-    if (!processAlive(c->peerPid)) return fail(c, ncclRemoteError, "failed: the peer process has died");
+    if (!processAlive(c->peerPid)) {
+      comm_->failedRank.store(c->peer);
+      return fail(c, ncclRemoteError, "failed: the peer process has died");
+    }
   }
   return ncclSuccess;
 }

@@ -1,6 +1,7 @@
 #include "core/comm.h"
 
 #include <signal.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -87,20 +88,18 @@ void commSetError(ncclComm* comm, ncclResult_t err) {
   comm->asyncError.compare_exchange_strong(expected, err);
   if (expected == ncclInProgress) comm->asyncError.compare_exchange_strong(expected, err);
   // Wake our peers: they must not wait for data this rank will never send.
-  if (comm->ring.send) comm->ring.send->abort();
-  if (comm->ring.recv) comm->ring.recv->abort();
+  int failed = comm->failedRank.load();
+  if (comm->ring.send) comm->ring.send->abort(failed);
+  if (comm->ring.recv) comm->ring.recv->abort(failed);
 }
 
 ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank) {
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->commHash = fnv1a(&id, sizeof(id));
   const ModeInfo& mode = queryMode();
   comm->deviceMode = mode.device;
   comm->cudaDev = -1;
-  char name[64];
-  snprintf(name, sizeof(name), "comm %016llx", static_cast<unsigned long long>(comm->commHash));
-  comm->name = comm->config.commName.empty() ? name : comm->config.commName;
+  comm->name = comm->config.commName.empty() ? "comm (initialising)" : comm->config.commName;
 
   comm->bootstrap = std::make_unique<Bootstrap>();
   NCCLCHECK(comm->bootstrap->init(id, rank, nranks, &comm->abortFlag));
@@ -109,12 +108,20 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   me.rank = rank;
   me.pid = getpid();
   me.hostHash = hostHash();
+  if (getrandom(&me.nonce, sizeof(me.nonce), 0) != sizeof(me.nonce)) me.nonce = static_cast<uint64_t>(getpid());
   me.cudaDev = comm->cudaDev;
   me.deviceMode = comm->deviceMode;
   gethostname(me.hostname, sizeof(me.hostname) - 1);
   comm->peers.assign(nranks, PeerInfo());
   comm->peers[rank] = me;
   NCCLCHECK(comm->bootstrap->allgather(comm->peers.data(), sizeof(PeerInfo)));
+  // Unique per communicator (names its shm segments), agreed by all ranks.
+  comm->commHash = fnv1a(&comm->peers[0].nonce, sizeof(uint64_t), fnv1a(&id, sizeof(id)));
+  if (comm->config.commName.empty()) {
+    char name[64];
+    snprintf(name, sizeof(name), "comm %016llx", static_cast<unsigned long long>(comm->commHash));
+    comm->name = name;
+  }
   for (const PeerInfo& p : comm->peers) {
     if (p.deviceMode != me.deviceMode) {
       WARN("rank %d runs in %s mode but rank %d in %s mode: all ranks of a communicator must agree (ACCL_MODE)",

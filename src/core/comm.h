@@ -33,6 +33,7 @@ struct PeerInfo {
   uint64_t hostHash;
   int32_t cudaDev;
   int32_t deviceMode;
+  uint64_t nonce;  // random; rank 0's makes the comm hash unique even for a reused NCCL_COMM_ID
   char hostname[64];
 };
 
@@ -56,6 +57,7 @@ struct ncclComm {
 
   std::atomic<uint32_t> abortFlag{0};
   std::atomic<int> asyncError{ncclSuccess};
+  std::atomic<int> failedRank{-1};   // the rank whose failure broke this comm, when known
   std::atomic<int> inFlight{0};      // calls currently using the comm (abort waits for them)
   std::atomic<bool> initDone{false};
   std::thread initThread;            // non-blocking init runs here

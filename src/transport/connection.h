@@ -21,7 +21,8 @@ class Connection {
  public:
   virtual ~Connection() = default;
   // Stop waiting and tell the peer (set the FIFO's abort flag, close the socket).
-  virtual void abort() = 0;
+  // failedRank: the rank whose failure caused this (-1 unknown), passed on to the peer.
+  virtual void abort(int failedRank) = 0;
   // Before a normal close: wait until everything posted has left this process.
   virtual ncclResult_t drain() { return ncclSuccess; }
 

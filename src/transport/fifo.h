@@ -19,6 +19,7 @@ struct alignas(64) FifoCtrl {
   char pad1[56];
   std::atomic<uint32_t> abort;      // set by either side on error: the other side stops waiting
   std::atomic<uint32_t> peerGone;   // set by a transport that saw its peer close (sockets)
+  std::atomic<int32_t> failedRank;  // with abort: the rank whose failure started it (-1: unknown)
   int32_t senderPid, receiverPid;   // for liveness checks on one host (0: not checked)
   uint32_t bytes[kSlots];           // payload of each posted slot
 };
@@ -40,6 +41,7 @@ inline void fifoInit(void* mem, size_t slotBytes, Fifo* f) {
   f->ctrl->head.store(0);
   f->ctrl->abort.store(0);
   f->ctrl->peerGone.store(0);
+  f->ctrl->failedRank.store(-1);
   f->data = static_cast<char*>(mem) + 4096;
   f->slotBytes = slotBytes;
 }

@@ -33,7 +33,8 @@ class NetConnection : public Connection {
     free(mem_);
   }
   void start() { proxy_ = std::thread(isSend ? &NetConnection::sendLoop : &NetConnection::recvLoop, this); }
-  void abort() override {
+  void abort(int failedRank) override {
+    fifo.ctrl->failedRank.store(failedRank);  // local only: the socket closing is what the peer sees
     fifo.ctrl->abort.store(1);
     shutdown(fd_, SHUT_RDWR);  // the peer's proxy sees the connection close
   }

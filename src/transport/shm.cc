@@ -23,7 +23,11 @@ class ShmConnection : public Connection {
     if (map_) munmap(map_, bytes_);
     if (!isSend && !name_.empty()) shm_unlink(name_.c_str());
   }
-  void abort() override { if (fifo.ctrl) fifo.ctrl->abort.store(1); }
+  void abort(int failedRank) override {
+    if (!fifo.ctrl) return;
+    fifo.ctrl->failedRank.store(failedRank);
+    fifo.ctrl->abort.store(1);
+  }
   void unlink() {
     if (!name_.empty()) shm_unlink(name_.c_str());
     name_.clear();

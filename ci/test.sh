@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The project's test command (README): installs what the tests need, builds and
+# installs the package from this checkout, and runs the whole pytest suite.
+# Works on a fresh machine with Python 3.9+, a C/C++ compiler and network access
+# to PyPI; CUDA (nvcc) is optional.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+"$PY" -m pip install -q --upgrade pip
+command -v cmake >/dev/null || "$PY" -m pip install -q "cmake>=3.18"
+"$PY" -m pip install -q pytest pytest-timeout numpy
+"$PY" -m pip install -q ".[test]"
+
+# pytest-timeout bounds every test; multi-process tests carry their own deadlines.
+exec "$PY" -m pytest -q tests "$@"

@@ -1,0 +1,46 @@
+/* One rank of a multi-process test, rendezvousing through NCCL_COMM_ID (so no
+ * id needs to be passed around). Usage: rank_worker RANK NRANKS COUNT ITERS.
+ * Runs ITERS float allreduces of COUNT elements, checking each, and prints
+ * "rank R: iter K" as it goes so a test can act mid-run. On failure prints
+ * "rank R: FAILED code=C <last warning>" and exits with 10 + C. */
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char** argv) {
+  if (argc < 5) { fprintf(stderr, "usage: rank_worker RANK NRANKS COUNT ITERS\n"); return 2; }
+  int rank = atoi(argv[1]), nranks = atoi(argv[2]), iters = atoi(argv[4]);
+  size_t count = (size_t)atoll(argv[3]), i;
+  ncclUniqueId id;
+  ncclComm_t comm;
+  ncclResult_t r;
+  float* buf = malloc(count * sizeof(float));
+  if ((r = ncclGetUniqueId(&id)) != ncclSuccess || (r = ncclCommInitRank(&comm, nranks, id, rank)) != ncclSuccess) {
+    printf("rank %d: FAILED code=%d init: %s\n", rank, r, ncclGetLastError(NULL));
+    return 10 + r;
+  }
+  printf("rank %d: ready\n", rank);
+  fflush(stdout);
+  for (int it = 0; it < iters; ++it) {
+    for (i = 0; i < count; ++i) buf[i] = (float)(rank + (int)(i % 17));
+    r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+    if (r != ncclSuccess) {
+      printf("rank %d: FAILED code=%d %s\n", rank, r, ncclGetLastError(NULL));
+      fflush(stdout);
+      ncclCommAbort(comm);
+      return 10 + r;
+    }
+    for (i = 0; i < count; ++i) {
+      float want = (float)(nranks * (nranks - 1) / 2 + nranks * (int)(i % 17));
+      if (buf[i] != want) {
+        printf("rank %d: FAILED wrong result at %zu: %g vs %g\n", rank, i, buf[i], want);
+        return 3;
+      }
+    }
+    printf("rank %d: iter %d\n", rank, it);
+    fflush(stdout);
+  }
+  ncclCommDestroy(comm);
+  printf("rank %d: done\n", rank);
+  return 0;
+}

@@ -1,0 +1,141 @@
+"""No silent hangs: a dead, stopped or absent peer becomes an error that names
+it, within seconds for a dead process and within ACCL_TIMEOUT for a stuck one."""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+COUNT = 1 << 20  # floats per allreduce: 4 MiB, many chunks in flight
+ERR_BASE = 10    # rank_worker exits with 10 + ncclResult_t
+REMOTE_ERROR, TIMEOUT = 6, 8
+
+
+class Ranks:
+    """rank_worker processes with per-rank environment and log files."""
+
+    def __init__(self, exe, nranks, comm_id, tmp_path, env_of_rank=None, iters=100000, extra_env=None, start=True):
+        self.exe, self.nranks, self.iters = exe, nranks, iters
+        self.env = {**os.environ, "NCCL_COMM_ID": comm_id, **(extra_env or {})}
+        self.env_of_rank = env_of_rank
+        self.logs = [tmp_path / f"rank{r}.log" for r in range(nranks)]
+        self.procs = [None] * nranks
+        if start:
+            for r in range(nranks):
+                self.start(r)
+
+    def start(self, r):
+        env = {**self.env, **(self.env_of_rank(r) if self.env_of_rank else {})}
+        with open(self.logs[r], "w") as f:
+            self.procs[r] = subprocess.Popen([str(self.exe), str(r), str(self.nranks), str(COUNT), str(self.iters)],
+                                             env=env, stdout=f, stderr=subprocess.STDOUT)
+
+    def log(self, r):
+        return self.logs[r].read_text()
+
+    def wait_all_iterating(self, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            if all("iter 2" in self.log(r) for r in range(len(self.procs))):
+                return
+            time.sleep(0.05)
+        pytest.fail("ranks did not start iterating:\n" + "\n".join(self.log(r) for r in range(len(self.procs))))
+
+    def wait(self, r, timeout):
+        try:
+            return self.procs[r].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"rank {r} still running after {timeout} s (a hang):\n{self.log(r)}")
+
+    def cleanup(self):
+        for p in self.procs:
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def ranks(c_program, comm_id, tmp_path):
+    made = []
+
+    def start(nranks, **kw):
+        r = Ranks(c_program("rank_worker"), nranks, comm_id, tmp_path, **kw)
+        made.append(r)
+        return r
+
+    yield start
+    for r in made:
+        r.cleanup()
+
+
+TRANSPORTS = {
+    "shm": None,
+    "sockets": lambda r: {"NCCL_HOSTID": f"host{r}"},  # each rank its own "host"
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_killed_rank_fails_the_others_within_seconds(ranks, transport):
+    rs = ranks(3, env_of_rank=TRANSPORTS[transport])
+    rs.wait_all_iterating()
+    rs.procs[1].kill()
+    t0 = time.time()
+    for r in (0, 2):
+        code = rs.wait(r, timeout=30)
+        assert code == ERR_BASE + REMOTE_ERROR, rs.log(r)
+        assert "rank 1" in rs.log(r), rs.log(r)  # the failing rank is named
+        assert "ncclAllReduce" in rs.log(r)
+    assert time.time() - t0 < 10
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stuck_rank_times_out_with_ncclTimeout(ranks, transport):
+    rs = ranks(2, env_of_rank=TRANSPORTS[transport], extra_env={"ACCL_TIMEOUT": "3"})
+    rs.wait_all_iterating()
+    rs.procs[1].send_signal(signal.SIGSTOP)  # alive but not progressing: only the deadline can tell
+    t0 = time.time()
+    code = rs.wait(0, timeout=30)
+    assert code == ERR_BASE + TIMEOUT, rs.log(0)
+    assert "timed out" in rs.log(0)
+    assert 2.5 < time.time() - t0 < 15
+
+
+@pytest.mark.timeout(60)
+def test_rank_that_never_joins_times_out(ranks):
+    rs = ranks(2, extra_env={"ACCL_TIMEOUT": "2"}, iters=1, start=False)
+    rs.start(0)  # rank 1 never arrives
+    t0 = time.time()
+    code = rs.wait(0, timeout=30)
+    assert code == ERR_BASE + TIMEOUT, rs.log(0)
+    assert time.time() - t0 < 15
+
+
+@pytest.mark.timeout(60)
+def test_stranger_connections_are_dropped(ranks, comm_id):
+    host, port = comm_id.split(":")
+    rs = ranks(2, iters=3, start=False)
+    rs.start(0)  # hosts the root (NCCL_COMM_ID) and waits for rank 1
+    # Strangers reach the root first: junk, a hello with the wrong secret, a silent socket.
+    strangers = []
+    for payload in (b"GET / HTTP/1.0\r\n\r\n", b"\x48\x45\x4c\x4f" + b"\0" * 300, b""):
+        for _ in range(200):
+            try:
+                s = socket.create_connection((host, int(port)), timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("the root never listened")
+        s.sendall(payload)
+        strangers.append(s)
+    rs.start(1)
+    for r in range(2):
+        assert rs.wait(r, timeout=40) == 0, rs.log(r)
+        assert "done" in rs.log(r)
+    for s in strangers:
+        s.close()

@@ -1,0 +1,75 @@
+"""The library through its C ABI, from C programs built as a user would build them."""
+import os
+import re
+import subprocess
+
+import pytest
+
+
+def run(exe, *args, env=None, timeout=180):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def test_bad_arguments_give_errors_and_warnings(c_program):
+    p = run(c_program("bad_args"), env={"NCCL_DEBUG": "WARN"})
+    print(p.stdout)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = re.search(r"(\d+) passed, (\d+) failed", p.stdout)
+    assert m and int(m.group(1)) >= 40 and m.group(2) == "0"
+    warns = [l for l in p.stderr.splitlines() if " NCCL WARN " in l]
+    assert len(warns) >= 35
+    # NCCL's format: host:pid:tid [dev] file:line NCCL WARN message
+    assert all(re.match(r"^\S+:\d+:\d+ \[\d+\] \S+\.cc:\d+ NCCL WARN \S", l) for l in warns), warns[:3]
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("count", [0, 1, 7, 1000003])
+def test_c_consumer_allreduce(c_program, nranks, count):
+    p = run(c_program("allreduce_c"), nranks, count)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"OK: {nranks} ranks" in p.stdout
+
+
+def test_c_consumer_large_256mib(c_program):
+    # 64 Mi elements: 256 MiB per buffer, two ranks.
+    p = run(c_program("allreduce_c"), 2, 64 << 20, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_c_consumer_sockets(c_program):
+    p = run(c_program("allreduce_c"), 3, 1000003, env={"NCCL_SHM_DISABLE": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_several_ranks_in_one_process(c_program):
+    p = run(c_program("init_all"))
+    print(p.stdout)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"\d+ passed, 0 failed", p.stdout)
+
+
+def test_debug_file_and_info_format(c_program, tmp_path, comm_id):
+    exe = c_program("rank_worker")
+    pattern = str(tmp_path / "log.%h.%p")
+    env = {"NCCL_COMM_ID": comm_id, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": pattern}
+    procs = [subprocess.Popen([str(exe), str(r), "2", "1000", "2"], env={**os.environ, **env},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for p in procs:
+        p.wait(timeout=60)
+        assert p.returncode == 0, p.stdout.read() + p.stderr.read()
+    logs = sorted(tmp_path.glob("log.*"))
+    assert len(logs) == 2
+    pids = {str(p.pid) for p in procs}
+    assert {l.name.rsplit(".", 1)[1] for l in logs} == pids
+    text = logs[0].read_text()
+    assert re.search(r"^\S+:\d+:\d+ \[\d+\] NCCL INFO ", text, re.M), text
+
+
+def test_unknown_interface_is_a_clear_error(c_program, comm_id):
+    exe = c_program("rank_worker")
+    env = {**os.environ, "NCCL_COMM_ID": comm_id, "NCCL_SOCKET_IFNAME": "=nosuchif0"}
+    p = subprocess.run([str(exe), "0", "1", "10", "1"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "NCCL_SOCKET_IFNAME==nosuchif0 matches no usable interface" in p.stdout + p.stderr
