@@ -15,6 +15,11 @@
 namespace accl {
 namespace {
 
+// A frame header that is not a payload size: "I stopped because rank N failed",
+// followed by N (int32). Sent by the send proxy between messages, so a rank
+// downstream of a failure learns its cause.
+constexpr uint32_t kAbortFrame = 0xffffffffu;
+
 class NetConnection : public Connection {
  public:
   NetConnection(ncclComm* comm, int fd, bool send, int peer) : comm_(comm), fd_(fd) {
@@ -26,17 +31,22 @@ class NetConnection : public Connection {
     fifoInit(mem_, slot, &fifo);
   }
   ~NetConnection() override {
-    stop_.store(true);
-    shutdown(fd_, SHUT_RDWR);
+    // Aborting: the send proxy still tells the peer why (bounded by 1 s), then exits
+    // by itself. Otherwise wake the proxy by closing the socket.
+    bool aborting = fifo.ctrl->abort.load() != 0;
+    stop_.store(1);
+    if (!aborting || !isSend) shutdown(fd_, SHUT_RDWR);
     if (proxy_.joinable()) proxy_.join();
     close(fd_);
     free(mem_);
   }
   void start() { proxy_ = std::thread(isSend ? &NetConnection::sendLoop : &NetConnection::recvLoop, this); }
   void abort(int failedRank) override {
-    fifo.ctrl->failedRank.store(failedRank);  // local only: the socket closing is what the peer sees
+    fifo.ctrl->failedRank.store(failedRank);
     fifo.ctrl->abort.store(1);
-    shutdown(fd_, SHUT_RDWR);  // the peer's proxy sees the connection close
+    // A send proxy tells the peer why and closes; a receiver closes now, which the
+    // peer's send proxy sees as a lost connection.
+    if (!isSend) shutdown(fd_, SHUT_RDWR);
   }
   ncclResult_t drain() override {
     if (!isSend) return ncclSuccess;
@@ -51,7 +61,17 @@ class NetConnection : public Connection {
   }
 
  private:
-  bool stopping() const { return stop_.load(std::memory_order_relaxed) || comm_->abortFlag.load() != 0; }
+  bool stopping() const {
+    return stop_.load(std::memory_order_relaxed) || comm_->abortFlag.load() != 0 || fifo.ctrl->abort.load() != 0;
+  }
+
+  void sendAbortFrame() {
+    if (fifo.ctrl->abort.load() == 0 && comm_->abortFlag.load() == 0) return;  // a normal close
+    uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
+    Deadline dl(nullptr, 1);
+    (void)socketSend(fd_, frame, sizeof(frame), dl);
+    shutdown(fd_, SHUT_RDWR);
+  }
 
   void fail(const char* what) {
     fifo.ctrl->peerGone.store(1);
@@ -62,10 +82,16 @@ class NetConnection : public Connection {
   }
 
   void sendLoop() {
-    Deadline idle(&comm_->abortFlag, 0);  // an idle communicator is legitimate: no deadline here
+    // An idle communicator is legitimate: no deadline. A message once started is
+    // finished (so an abort frame can follow it) unless the connection is torn down.
+    Deadline idle(&stop_, 0);
     uint64_t sent = 0;
     Backoff b;
-    while (!stopping()) {
+    for (;;) {
+      if (stopping()) {
+        sendAbortFrame();
+        return;
+      }
       if (fifo.ctrl->tail.load(std::memory_order_acquire) == sent) {
         b.pause();
         continue;
@@ -82,7 +108,7 @@ class NetConnection : public Connection {
   }
 
   void recvLoop() {
-    Deadline idle(&comm_->abortFlag, 0);
+    Deadline idle(&fifo.ctrl->abort, 0);
     uint64_t got = 0;
     Backoff b;
     while (!stopping()) {
@@ -95,6 +121,14 @@ class NetConnection : public Connection {
       ncclResult_t r = socketRecv(fd_, &bytes, sizeof(bytes), idle);
       if (r == ncclRemoteError) {  // closed between messages: an error only if someone waits for more
         fifo.ctrl->peerGone.store(1);
+        return;
+      }
+      if (r == ncclSuccess && bytes == kAbortFrame) {
+        int32_t cause = -1;
+        Deadline dl(nullptr, 1);
+        if (socketRecv(fd_, &cause, sizeof(cause), dl) != ncclSuccess) cause = -1;
+        fifo.ctrl->failedRank.store(cause >= 0 ? cause : peer);
+        fifo.ctrl->abort.store(1);
         return;
       }
       if (r != ncclSuccess || bytes > fifo.slotBytes ||
@@ -110,7 +144,7 @@ class NetConnection : public Connection {
   ncclComm* comm_;
   int fd_;
   void* mem_ = nullptr;
-  std::atomic<bool> stop_{false};
+  std::atomic<uint32_t> stop_{0};
   std::thread proxy_;
 };
 

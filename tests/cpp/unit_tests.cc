@@ -1,1 +1,263 @@
-int main() { return 0; }
+// Unit tests of ACCL internals (linked against the static archive). A tiny
+// harness: TEST(name) registers a function, CHECK_EQ prints both values.
+// Run all: ./accl_unit_tests; one: ./accl_unit_tests NAME. Prints "N passed, M failed".
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "bootstrap/interfaces.h"
+#include "core/config.h"
+#include "core/debug.h"
+#include "core/param.h"
+#include "device/host_reduce.h"
+
+namespace {
+
+struct Test {
+  const char* name;
+  std::function<void()> fn;
+};
+std::vector<Test>& tests() {
+  static std::vector<Test> t;
+  return t;
+}
+int failures = 0;
+
+struct Register {
+  Register(const char* n, std::function<void()> f) { tests().push_back({n, std::move(f)}); }
+};
+
+#define TEST(name)                                  \
+  void test_##name();                               \
+  Register reg_##name(#name, test_##name);          \
+  void test_##name()
+
+template <typename A, typename B>
+void checkEq(const A& a, const B& b, const char* ea, const char* eb, int line) {
+  if (!(a == b)) {
+    std::ostringstream os;
+    os << "line " << line << ": " << ea << " == " << eb << " failed: " << a << " vs " << b;
+    fprintf(stderr, "  %s\n", os.str().c_str());
+    ++failures;
+  }
+}
+#define CHECK_EQ(a, b) checkEq((a), (b), #a, #b, __LINE__)
+#define CHECK(c) checkEq(static_cast<bool>(c), true, #c, "true", __LINE__)
+
+using namespace accl;
+
+TEST(ifname_prefix) {
+  IfSpec s = parseIfSpec("eth,ib");
+  CHECK(!s.exclude && !s.exact);
+  CHECK(ifMatches(s, "eth0"));
+  CHECK(ifMatches(s, "ib1"));
+  CHECK(!ifMatches(s, "lo"));
+  CHECK(!ifMatches(s, "docker0"));
+}
+
+TEST(ifname_exclude_and_exact) {
+  IfSpec ex = parseIfSpec("^docker,lo");
+  CHECK(ex.exclude);
+  CHECK(ifMatches(ex, "eth0"));
+  CHECK(!ifMatches(ex, "lo"));
+  CHECK(!ifMatches(ex, "docker0"));
+  IfSpec exact = parseIfSpec("=eth0");
+  CHECK(exact.exact);
+  CHECK(ifMatches(exact, "eth0"));
+  CHECK(!ifMatches(exact, "eth01"));
+  IfSpec notExact = parseIfSpec("^=eth0");
+  CHECK(notExact.exclude && notExact.exact);
+  CHECK(!ifMatches(notExact, "eth0"));
+  CHECK(ifMatches(notExact, "eth01"));
+  CHECK(!ifMatches(parseIfSpec(""), "eth0"));
+}
+
+TEST(parse_addr) {
+  SockAddr a;
+  CHECK(parseAddr("127.0.0.1:1234", &a));
+  CHECK_EQ(addrToString(a), std::string("127.0.0.1:1234"));
+  CHECK(parseAddr("[::1]:80", &a));
+  CHECK_EQ(addrToString(a), std::string("[::1]:80"));
+  CHECK(!parseAddr("no-port", &a));
+  CHECK(!parseAddr("[::1]80", &a));
+  CHECK(!parseAddr(":80", &a));
+}
+
+TEST(same_subnet) {
+  NetIf i;
+  memset(&i, 0, sizeof(i));
+  parseAddr("10.1.2.3:0", &i.addr);
+  parseAddr("255.255.255.0:0", &i.mask);
+  SockAddr in, out;
+  parseAddr("10.1.2.200:5", &in);
+  parseAddr("10.1.3.1:5", &out);
+  CHECK(sameSubnet(i, in));
+  CHECK(!sameSubnet(i, out));
+}
+
+TEST(conf_text) {
+  auto m = parseConfText("# comment\nNCCL_DEBUG=INFO\n  NCCL_BUFFSIZE = 1M  # trailing\n\nbad line\nNCCL_DEBUG=WARN\n");
+  CHECK_EQ(m.size(), 2u);
+  CHECK_EQ(m["NCCL_DEBUG"], std::string("WARN"));  // later lines win
+  CHECK_EQ(m["NCCL_BUFFSIZE"], std::string("1M"));
+}
+
+TEST(int_values) {
+  int64_t v = 0;
+  CHECK(parseIntValue("4M", &v));
+  CHECK_EQ(v, 4ll << 20);
+  CHECK(parseIntValue("0x10", &v));
+  CHECK_EQ(v, 16);
+  CHECK(parseIntValue(" 12 ", &v));
+  CHECK_EQ(v, 12);
+  CHECK(parseIntValue("-1", &v));
+  CHECK_EQ(v, -1);
+  CHECK(!parseIntValue("abc", &v));
+  CHECK(!parseIntValue("", &v));
+  CHECK(!parseIntValue("12x", &v));
+}
+
+TEST(param_precedence) {
+  // env > NCCL_CONF_FILE > default
+  char path[] = "/tmp/accl-conf-XXXXXX";
+  int fd = mkstemp(path);
+  const char* text = "NCCL_BUFFSIZE=1M\nACCL_TIMEOUT=77\nNCCL_SOCKET_IFNAME=lo\n";
+  CHECK_EQ(write(fd, text, strlen(text)), static_cast<ssize_t>(strlen(text)));
+  close(fd);
+  setenv("NCCL_CONF_FILE", path, 1);
+  setenv("ACCL_TIMEOUT", "5", 1);
+  unsetenv("NCCL_BUFFSIZE");
+  resetParams();
+  CHECK_EQ(paramInt(Param::Timeout), 5);
+  CHECK_EQ(paramInt(Param::BuffSize), 1 << 20);
+  CHECK_EQ(std::string(paramString(Param::SocketIfname)), std::string("lo"));
+  setenv("NCCL_BUFFSIZE", "garbage", 1);
+  resetParams();
+  CHECK_EQ(paramInt(Param::BuffSize), 4 << 20);  // invalid value: default, reported by dumpParams
+  CHECK(dumpParams().find("NCCL_BUFFSIZE=4194304 (env (invalid, default used))") != std::string::npos);
+  unsetenv("NCCL_CONF_FILE");
+  unsetenv("ACCL_TIMEOUT");
+  unsetenv("NCCL_BUFFSIZE");
+  resetParams();
+  CHECK_EQ(paramInt(Param::Timeout), 1800);
+  unlink(path);
+}
+
+TEST(debug_parsing) {
+  CHECK(parseLogLevel("info", LogLevel::Warn) == LogLevel::Info);
+  CHECK(parseLogLevel("TRACE", LogLevel::Warn) == LogLevel::Trace);
+  CHECK(parseLogLevel("nonsense", LogLevel::Warn) == LogLevel::Warn);
+  CHECK_EQ(parseSubsysMask("INIT,NET"), static_cast<uint64_t>(kInit | kNet));
+  CHECK_EQ(parseSubsysMask("^COLL") & kColl, 0u);
+  CHECK(parseSubsysMask("^COLL") & kNet);
+  CHECK_EQ(parseSubsysMask("ALL"), static_cast<uint64_t>(kAll));
+}
+
+TEST(config_defaults_and_initializer) {
+  CommConfig c;
+  CHECK_EQ(readConfig(nullptr, &c), ncclSuccess);
+  CHECK(c.blocking);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  CHECK_EQ(readConfig(&cfg, &c), ncclSuccess);
+  CHECK(c.blocking);
+  cfg.blocking = 0;
+  cfg.commName = "trainer";
+  CHECK_EQ(readConfig(&cfg, &c), ncclSuccess);
+  CHECK(!c.blocking);
+  CHECK_EQ(c.commName, std::string("trainer"));
+}
+
+TEST(config_rejects_bad_values) {
+  CommConfig c;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.magic = 0x12345678;
+  CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
+  cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.size = 8;
+  CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
+  cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.cgaClusterSize = 9;
+  CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
+  cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.minCTAs = 8;
+  cfg.maxCTAs = 4;
+  CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
+  cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 2;
+  CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
+}
+
+TEST(config_read_by_size_from_old_headers) {
+  // A program built against NCCL 2.14's header passes a 40-byte config (fields up to
+  // netName). Whatever lies beyond its size must be ignored, even if it is garbage.
+  alignas(8) unsigned char buf[sizeof(ncclConfig_t)];
+  memset(buf, 0x7f, sizeof(buf));
+  ncclConfig_t* cfg = reinterpret_cast<ncclConfig_t*>(buf);
+  cfg->size = 40;
+  cfg->magic = 0xcafebeef;
+  cfg->version = NCCL_VERSION(2, 14, 3);
+  cfg->blocking = 0;
+  cfg->cgaClusterSize = NCCL_CONFIG_UNDEF_INT;
+  cfg->minCTAs = NCCL_CONFIG_UNDEF_INT;
+  cfg->maxCTAs = NCCL_CONFIG_UNDEF_INT;
+  cfg->netName = nullptr;
+  CommConfig c;
+  CHECK_EQ(readConfig(cfg, &c), ncclSuccess);
+  CHECK(!c.blocking);
+  CHECK(c.commName.empty());  // commName lies past byte 40: never read
+  CHECK_EQ(c.splitShare, 0);
+  // The same bytes with the full size: the garbage is now a field and is rejected.
+  cfg->size = sizeof(ncclConfig_t);
+  CHECK_EQ(readConfig(cfg, &c), ncclInvalidArgument);
+}
+
+TEST(host_reduce) {
+  int8_t a8[3] = {127, -128, 5}, b8[3] = {1, -1, 6}, d8[3];
+  hostReduceFn(ncclInt8, ncclSum)(d8, a8, b8, 3);
+  CHECK_EQ(static_cast<int>(d8[0]), -128);  // wraps, as NCCL's kernels do
+  CHECK_EQ(static_cast<int>(d8[1]), 127);
+  CHECK_EQ(static_cast<int>(d8[2]), 11);
+  int32_t a[4] = {1, -5, 7, std::numeric_limits<int32_t>::max()}, b[4] = {2, 3, -9, 2}, d[4];
+  hostReduceFn(ncclInt32, ncclMax)(d, a, b, 4);
+  CHECK_EQ(d[0], 2);
+  CHECK_EQ(d[1], 3);
+  CHECK_EQ(d[2], 7);
+  hostReduceFn(ncclInt32, ncclMin)(d, a, b, 4);
+  CHECK_EQ(d[1], -5);
+  hostReduceFn(ncclInt32, ncclProd)(d, a, b, 4);
+  CHECK_EQ(d[2], -63);
+  CHECK_EQ(d[3], -2);  // INT32_MAX * 2 wraps
+  double x[2] = {0.5, 1e300}, y[2] = {0.25, 1e300}, z[2];
+  hostReduceFn(ncclFloat64, ncclSum)(z, x, y, 2);
+  CHECK_EQ(z[0], 0.75);
+  uint64_t u[1] = {~0ull}, v[1] = {2}, w[1];
+  hostReduceFn(ncclUint64, ncclSum)(w, u, v, 1);
+  CHECK_EQ(w[0], 1u);
+  CHECK(hostReduceFn(ncclFloat16, ncclSum) == nullptr);  // not yet supported: the API reports it
+  CHECK(hostReduceFn(ncclFloat32, ncclAvg) == nullptr);
+  CHECK_EQ(typeSize(ncclBfloat16), 2u);
+  CHECK_EQ(typeSize(static_cast<ncclDataType_t>(99)), 0u);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int passed = 0, failed = 0;
+  for (const Test& t : tests()) {
+    if (argc > 1 && strcmp(argv[1], t.name) != 0) continue;
+    int before = failures;
+    t.fn();
+    bool ok = failures == before;
+    printf("%s %s\n", ok ? "ok  " : "FAIL", t.name);
+    (ok ? passed : failed)++;
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 && passed > 0 ? 0 : 1;
+}

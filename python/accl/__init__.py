@@ -1,0 +1,68 @@
+"""ACCL: an NCCL-compatible collective library, from Python.
+
+    import accl, numpy as np
+    uid = accl.get_unique_id()                 # on rank 0, then share it
+    with accl.Communicator(nranks, uid, rank) as comm:
+        out = comm.allreduce(np.arange(4.0))   # host arrays in host mode
+
+The extension (_accl) binds libnccl.so.2's C ABI; this package adds argument
+checks, the NcclError hierarchy and the perf/info tools.
+"""
+
+from __future__ import annotations
+
+from ._loader import _accl  # first: explains a clash with another libnccl.so.2
+from ._enums import DataType, RedOp, Result
+from ._errors import (
+    InProgressError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidUsageError,
+    NcclError,
+    NcclSystemError,
+    NcclTimeoutError,
+    RemoteError,
+    UnhandledCudaError,
+    make_error as _make_error,
+)
+from ._paths import include_dir, lib_dir, library_path
+from .communicator import UNIQUE_ID_BYTES, Communicator, get_unique_id
+
+_accl._set_error_factory(_make_error)
+
+__version__: str = _accl.version_string()
+
+
+def nccl_version() -> int:
+    """ncclGetVersion(): the NCCL API level code, e.g. 23007 for 2.30.7."""
+    return _accl.get_version()
+
+
+def query_mode() -> tuple[bool, str]:
+    """acclQueryMode(): (True if a new communicator would use a GPU, reason)."""
+    return _accl.query_mode()
+
+
+__all__ = [
+    "Communicator",
+    "DataType",
+    "InProgressError",
+    "InternalError",
+    "InvalidArgumentError",
+    "InvalidUsageError",
+    "NcclError",
+    "NcclSystemError",
+    "NcclTimeoutError",
+    "RedOp",
+    "RemoteError",
+    "Result",
+    "UNIQUE_ID_BYTES",
+    "UnhandledCudaError",
+    "__version__",
+    "get_unique_id",
+    "include_dir",
+    "lib_dir",
+    "library_path",
+    "nccl_version",
+    "query_mode",
+]

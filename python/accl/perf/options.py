@@ -1,0 +1,129 @@
+"""Command line of ``python -m accl.perf``: nccl-tests' flags and meanings."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from .collectives import COLLECTIVES
+
+# nccl-tests' datatype names first (as printed in the "type" column), then aliases.
+DATATYPES = {
+    "int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32",
+    "int64": "int64", "uint64": "uint64", "half": "float16", "float": "float32",
+    "double": "float64", "bfloat16": "bfloat16", "f8e4m3": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
+}
+DATATYPE_ALIASES = {
+    "char": "int8", "int": "int32", "float16": "half", "fp16": "half", "float32": "float",
+    "fp32": "float", "float64": "double", "fp64": "double", "bf16": "bfloat16",
+}
+DEFAULT_DATATYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64",
+                     "half", "float", "double"]
+OPS = ["sum", "prod", "max", "min", "avg"]
+AVERAGE_NAMES = {0: "rank 0", 1: "average", 2: "minimum", 3: "maximum"}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from nccl-tests' size syntax: a number with an optional K/M/G suffix (x1024)."""
+    s = text.strip()
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    scale = units.get(s[-1:].lower(), 1)
+    if scale != 1:
+        s = s[:-1]
+    try:
+        value = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (e.g. 8, 64K, 32M, 1G)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: negative")
+    return int(value * scale)
+
+
+def _datatype(text: str) -> str:
+    name = DATATYPE_ALIASES.get(text, text)
+    if name != "all" and name not in DATATYPES:
+        raise argparse.ArgumentTypeError(
+            f"unknown datatype {text!r} (one of {', '.join(DATATYPES)}, all)")
+    return name
+
+
+def _op(text: str) -> str:
+    if text != "all" and text not in OPS:
+        raise argparse.ArgumentTypeError(f"unknown op {text!r} (one of {', '.join(OPS)}, all)")
+    return text
+
+
+@dataclass
+class Options:
+    collective: str
+    nranks: int
+    minbytes: int
+    maxbytes: int
+    stepbytes: int
+    stepfactor: int  # > 1: multiply; otherwise add stepbytes
+    iters: int
+    warmup_iters: int
+    check: int
+    datatypes: list[str]
+    ops: list[str]
+    average: int
+    timeout: float
+
+    def sizes(self) -> list[int]:
+        """The byte sizes of the sweep, minbytes to maxbytes inclusive."""
+        out, size = [], self.minbytes
+        while size <= self.maxbytes:
+            out.append(size)
+            nxt = size * self.stepfactor if self.stepfactor > 1 else size + self.stepbytes
+            if nxt <= size:  # 0 * factor, or a zero step: the sweep would never end
+                break
+            size = nxt
+        return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m accl.perf",
+        description="nccl-tests-style benchmark. Without a launcher around it, starts "
+                    "-np local ranks itself; host mode where there is no GPU.")
+    p.add_argument("collective", choices=sorted(COLLECTIVES), help="operation to benchmark")
+    p.add_argument("-np", "--nranks", type=int, default=2, help="local ranks to start (default 2)")
+    p.add_argument("-b", "--minbytes", type=parse_size, default=32 << 20,
+                   help="smallest size (32M)")
+    p.add_argument("-e", "--maxbytes", type=parse_size, default=32 << 20, help="largest size (32M)")
+    p.add_argument("-i", "--stepbytes", type=parse_size, default=None,
+                   help="add this many bytes per step (used when -f is not given)")
+    p.add_argument("-f", "--stepfactor", type=int, default=None, help="multiply size by this (2)")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (20)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations (5)")
+    p.add_argument("-c", "--check", type=int, default=1, help="check results (1) or not (0)")
+    p.add_argument("-d", "--datatype", type=_datatype, default="float",
+                   help="int8 uint8 int32 uint32 int64 uint64 half float double bfloat16, or all")
+    p.add_argument("-o", "--op", type=_op, default="sum", help="sum prod max min avg, or all")
+    p.add_argument("-a", "--average", type=int, choices=sorted(AVERAGE_NAMES), default=1,
+                   help="time reported: 0 rank 0, 1 average (default, as nccl-tests), 2 min, 3 max")
+    p.add_argument("-T", "--timeout", type=float, default=300.0,
+                   help="seconds before the whole run is stopped (300)")
+    return p
+
+
+def parse(argv: list[str]) -> Options:
+    p = build_parser()
+    a = p.parse_args(argv)
+    if a.nranks < 1:
+        p.error("-np must be at least 1")
+    if a.iters < 1 or a.warmup_iters < 0:
+        p.error("-n must be >= 1 and -w >= 0")
+    if a.minbytes > a.maxbytes:
+        p.error("-b (minbytes) is larger than -e (maxbytes)")
+    if a.stepfactor is not None and a.stepfactor < 1:
+        p.error("-f must be >= 1")
+    factor = a.stepfactor if a.stepfactor is not None else (1 if a.stepbytes is not None else 2)
+    stepbytes = a.stepbytes if a.stepbytes is not None else 1 << 20
+    if factor <= 1 and stepbytes <= 0:
+        p.error("-i must be > 0 when stepping by bytes")
+    types = DEFAULT_DATATYPES if a.datatype == "all" else [a.datatype]
+    ops = OPS if a.op == "all" else [a.op]
+    return Options(a.collective, a.nranks, a.minbytes, a.maxbytes, stepbytes, factor, a.iters,
+                   a.warmup_iters, a.check, types, ops, a.average, a.timeout)

@@ -1,0 +1,151 @@
+"""One rank of a perf run: join the communicator, sweep sizes, time, check.
+
+Only rank 0 prints. Times are per-iteration seconds from time.perf_counter
+around `iters` back-to-back calls after a one-element allreduce as barrier,
+combined over ranks as -a asks (average by default, like nccl-tests).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+import accl
+from accl import _accl
+
+from . import data, devices, rendezvous, table, watchdog
+from .collectives import COLLECTIVES, Collective
+from .options import DATATYPES, Options
+
+_TIME_OP = {0: "sum", 1: "sum", 2: "min", 3: "max"}
+
+
+def _barrier(comm) -> None:
+    one = np.zeros(1, dtype=np.int32)
+    comm.allreduce(one, one, "sum")
+
+
+def _combine_time(comm, seconds: float, average: int) -> float:
+    """The time every rank reports: rank 0's, the mean, the min or the max."""
+    t = np.array([0.0 if (average == 0 and comm.rank != 0) else seconds])
+    comm.allreduce(t, t, _TIME_OP[average])
+    return float(t[0]) / (comm.size if average == 1 else 1)
+
+
+def _sum_int(comm, value: int) -> int:
+    v = np.array([value], dtype=np.int64)
+    comm.allreduce(v, v, "sum")
+    return int(v[0])
+
+
+def _bench(comm, coll: Collective, send, recv, op: str, opts: Options) -> float:
+    for _ in range(opts.warmup_iters):
+        coll.run(comm, send, recv, op)
+    _barrier(comm)
+    start = time.perf_counter()
+    for _ in range(opts.iters):
+        coll.run(comm, send, recv, op)
+    elapsed = (time.perf_counter() - start) / opts.iters
+    return _combine_time(comm, elapsed, opts.average)
+
+
+def _check(comm, coll: Collective, send, recv, index, want, dtype, op: str) -> int:
+    """Run once on fresh inputs and count wrong elements over all ranks."""
+    send[...] = data.fill(comm.rank, index, dtype, op)
+    if recv is not send:
+        recv[...] = 0
+    coll.run(comm, send, recv, op)
+    return _sum_int(comm, data.count_wrong(recv, want, op))
+
+
+def _unsupported(comm, coll: Collective, dtype, op: str) -> str | None:
+    """The library's reason if it refuses (dtype, op), else None.
+
+    Argument checks fail the same way on every rank, so all ranks agree.
+    """
+    probe = np.zeros(1, dtype=dtype)
+    try:
+        coll.run(comm, probe, probe, op)
+    except (accl.InvalidUsageError, accl.InvalidArgumentError) as e:
+        return e.last_warning or str(e)
+    return None
+
+
+def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, op: str,
+                  size: int) -> tuple[str, list[int | None], list[float]]:
+    """One table row: out-of-place then in-place; returns (row, wrong counts, busbws)."""
+    count = size // dtype.itemsize
+    nbytes = count * dtype.itemsize
+    index = np.arange(count, dtype=np.int64)
+    want = data.expected(comm.size, index, dtype, op) if opts.check else None
+    send = data.fill(comm.rank, index, dtype, op)
+    recv = np.zeros_like(send)
+    row = table.row_start(nbytes, count, typename, op, coll.root)
+    wrongs, busbws = [], []
+    for in_place in (False, True):
+        if in_place:
+            send[...] = data.fill(comm.rank, index, dtype, op)
+        dst = send if in_place else recv
+        seconds = _bench(comm, coll, send, dst, op, opts)
+        algbw = nbytes / 1e9 / seconds if seconds > 0 else 0.0
+        busbw = algbw * coll.bus_factor(comm.size)
+        wrong = _check(comm, coll, send, dst, index, want, dtype, op) if opts.check else None
+        row += table.row_part(seconds * 1e6, algbw, busbw, wrong)
+        wrongs.append(wrong)
+        busbws.append(busbw)
+    return row, wrongs, busbws
+
+
+def _sweep(comm, coll: Collective, opts: Options, out) -> tuple[int, list[float]]:
+    """Every datatype x op x size; returns (tests with wrong values, all busbws)."""
+    failed, busbws = 0, []
+    ops = opts.ops if coll.has_op else ["none"]
+    for typename in opts.datatypes:
+        dtype = data.numpy_dtype(DATATYPES[typename])
+        for op in ops:
+            reason = _unsupported(comm, coll, dtype, op)
+            if reason is not None:
+                if len(opts.datatypes) == 1 and len(ops) == 1:
+                    message = f"accl.perf: {typename} {op}: {reason}"
+                    raise SystemExit(message if comm.rank == 0 else 2)
+                out(f"# {typename} {op}: skipped, the library refuses it: {reason}")
+                continue
+            for size in opts.sizes():
+                row, wrongs, bws = _measure_size(comm, coll, opts, typename, dtype, op, size)
+                out(row)
+                failed += sum(1 for w in wrongs if w)
+                busbws += bws
+    return failed, busbws
+
+
+def run(opts: Options, me: rendezvous.Identity) -> int:
+    """Run this rank; returns the process exit code (1 if any value was wrong)."""
+    env_deadline = os.environ.get(rendezvous.ENV_DEADLINE)
+    deadline = float(env_deadline) if env_deadline else time.time() + opts.timeout
+    watchdog.start(me.rank, deadline, watch_parent=me.launcher == "accl.perf")
+    coll = COLLECTIVES[opts.collective]
+    uid = rendezvous.unique_id(me)
+    try:
+        with accl.Communicator(me.nranks, uid, me.rank) as comm:
+            def out(line: str) -> None:
+                if comm.rank == 0:
+                    print(line, flush=True)
+
+            _, reason = accl.query_mode()
+            ranks = devices.gather(comm, reason)
+            header_code = _accl.c_constants().get("NCCL_VERSION_CODE", 0)
+            for line in (table.preamble(coll.name, accl.__version__, header_code,
+                                        accl.nccl_version(), opts)
+                         + table.device_lines(ranks) + table.header()):
+                out(line)
+            failed, busbws = _sweep(comm, coll, opts, out)
+            avg = sum(busbws) / len(busbws) if busbws else 0.0
+            for line in table.footer(coll.name, failed, avg):
+                out(line)
+    except accl.NcclError as e:
+        sys.stderr.write(f"accl.perf: rank {me.rank}: {e}\n")
+        return 2
+    return 1 if failed else 0

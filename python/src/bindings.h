@@ -1,0 +1,62 @@
+// Shared declarations of the _accl extension. Each <area>_py.cpp binds one
+// area of the NCCL C ABI through a register_<area>() function; _accl.cpp calls
+// them all. Nothing here computes: every binding converts arguments, calls the
+// C function (GIL released when it may block) and checks the result.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <string>
+
+#include <nanobind/nanobind.h>
+
+#include "nccl.h"
+
+namespace accl_py {
+
+namespace nb = nanobind;
+
+// A failed NCCL call. Raised from C++ and turned into an accl.NcclError
+// subclass by the translator that errors_py.cpp registers.
+class CallError : public std::exception {
+ public:
+  CallError(ncclResult_t code, std::string call, std::string lastError);
+  const char* what() const noexcept override { return what_.c_str(); }
+
+  ncclResult_t code;
+  std::string call;       // the C function that failed, e.g. "ncclAllReduce"
+  std::string lastError;  // ncclGetLastError(NULL) right after the failure
+
+ private:
+  std::string what_;
+};
+
+// Returns r when it is ncclSuccess (or ncclInProgress if allowInProgress);
+// otherwise throws CallError carrying ncclGetLastError(NULL).
+ncclResult_t check(ncclResult_t r, const char* call, bool allowInProgress = false);
+
+// Owns one ncclComm_t. The handle is taken out atomically by destroy/abort, so
+// a communicator is released at most once whichever thread gets there first.
+class Comm {
+ public:
+  explicit Comm(ncclComm_t comm) : comm_(comm) {}
+  ~Comm();  // destroys a communicator that was never destroyed explicitly
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  // The live handle; throws CallError(ncclInvalidUsage) once released.
+  ncclComm_t get(const char* call) const;
+  // Takes the handle out (nullptr if already released).
+  ncclComm_t release() { return comm_.exchange(nullptr); }
+  bool alive() const { return comm_.load() != nullptr; }
+
+ private:
+  std::atomic<ncclComm_t> comm_;
+};
+
+void register_errors(nb::module_& m);
+void register_info(nb::module_& m);
+void register_comm(nb::module_& m);
+void register_coll(nb::module_& m);
+
+}  // namespace accl_py

@@ -1,0 +1,167 @@
+// Communicators: unique ids, init (plain and with ncclConfig_t), queries,
+// finalize, destroy and abort.
+#include <cstring>
+#include <string>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include "bindings.h"
+
+namespace accl_py {
+
+Comm::~Comm() {
+  // A communicator the program never destroyed: release it locally. No GIL
+  // juggling here; this can run during interpreter shutdown.
+  if (ncclComm_t c = release()) ncclCommDestroy(c);
+}
+
+ncclComm_t Comm::get(const char* call) const {
+  ncclComm_t c = comm_.load();
+  if (c == nullptr)
+    throw CallError(ncclInvalidUsage, call, "the communicator was already destroyed or aborted");
+  return c;
+}
+
+namespace {
+
+nb::bytes getUniqueId() {
+  ncclUniqueId id;
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = ncclGetUniqueId(&id);
+  }
+  check(r, "ncclGetUniqueId");
+  return nb::bytes(id.internal, sizeof(id.internal));
+}
+
+ncclUniqueId toUniqueId(nb::bytes uid) {
+  ncclUniqueId id;
+  if (uid.size() != sizeof(id.internal))
+    throw nb::value_error(("uid must be " + std::to_string(sizeof(id.internal)) + " bytes, got " +
+                           std::to_string(uid.size()))
+                              .c_str());
+  std::memcpy(id.internal, uid.c_str(), sizeof(id.internal));
+  return id;
+}
+
+// Fills the ncclConfig_t fields named in `config` (a dict); strings land in
+// `keep`, which must outlive the init call.
+void fillConfig(ncclConfig_t& cfg, nb::dict config, std::string& keep) {
+  for (auto [key, value] : config) {
+    std::string k = nb::cast<std::string>(key);
+    if (k == "blocking") cfg.blocking = nb::cast<int>(value);
+    else if (k == "cga_cluster_size") cfg.cgaClusterSize = nb::cast<int>(value);
+    else if (k == "min_ctas") cfg.minCTAs = nb::cast<int>(value);
+    else if (k == "max_ctas") cfg.maxCTAs = nb::cast<int>(value);
+    else if (k == "split_share") cfg.splitShare = nb::cast<int>(value);
+    else if (k == "net_name") {
+      keep = nb::cast<std::string>(value);
+      cfg.netName = keep.c_str();
+    } else {
+      throw nb::value_error(("unknown ncclConfig_t field '" + k + "'").c_str());
+    }
+  }
+}
+
+// ncclCommInitRank, or ncclCommInitRankConfig when config is a dict. A
+// non-blocking communicator may come back still initialising (ncclInProgress):
+// poll async_error() until it is no longer in progress.
+std::unique_ptr<Comm> initRank(int nranks, nb::bytes uid, int rank, nb::handle config) {
+  ncclUniqueId id = toUniqueId(uid);
+  ncclComm_t comm = nullptr;
+  ncclResult_t r;
+  if (config.is_none()) {
+    nb::gil_scoped_release nogil;
+    r = ncclCommInitRank(&comm, nranks, id, rank);
+  } else {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    std::string netName;
+    fillConfig(cfg, nb::cast<nb::dict>(config), netName);
+    nb::gil_scoped_release nogil;
+    r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  }
+  const char* call = config.is_none() ? "ncclCommInitRank" : "ncclCommInitRankConfig";
+  check(r, call, /*allowInProgress=*/true);
+  return std::make_unique<Comm>(comm);
+}
+
+int count(const Comm& c) {
+  int n = 0;
+  check(ncclCommCount(c.get("ncclCommCount"), &n), "ncclCommCount");
+  return n;
+}
+
+int userRank(const Comm& c) {
+  int rank = 0;
+  check(ncclCommUserRank(c.get("ncclCommUserRank"), &rank), "ncclCommUserRank");
+  return rank;
+}
+
+int cuDevice(const Comm& c) {
+  int dev = -1;
+  check(ncclCommCuDevice(c.get("ncclCommCuDevice"), &dev), "ncclCommCuDevice");
+  return dev;
+}
+
+int asyncError(const Comm& c) {
+  ncclResult_t state = ncclSuccess;
+  check(ncclCommGetAsyncError(c.get("ncclCommGetAsyncError"), &state), "ncclCommGetAsyncError");
+  return static_cast<int>(state);
+}
+
+int finalize(const Comm& c) {
+  ncclComm_t comm = c.get("ncclCommFinalize");
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = ncclCommFinalize(comm);
+  }
+  return static_cast<int>(check(r, "ncclCommFinalize", /*allowInProgress=*/true));
+}
+
+// destroy/abort are no-ops on a communicator that is already released.
+void destroy(Comm& c) {
+  ncclComm_t comm = c.release();
+  if (comm == nullptr) return;
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = ncclCommDestroy(comm);
+  }
+  check(r, "ncclCommDestroy");
+}
+
+void abort(Comm& c) {
+  ncclComm_t comm = c.release();
+  if (comm == nullptr) return;
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = ncclCommAbort(comm);
+  }
+  check(r, "ncclCommAbort");
+}
+
+}  // namespace
+
+void register_comm(nb::module_& m) {
+  nb::class_<Comm>(m, "Comm", "An owned ncclComm_t (create with comm_init_rank).")
+      .def_prop_ro("alive", &Comm::alive, "False once destroyed or aborted.")
+      .def("count", &count, "ncclCommCount.")
+      .def("user_rank", &userRank, "ncclCommUserRank.")
+      .def("cu_device", &cuDevice, "ncclCommCuDevice (-1 in host mode).")
+      .def("async_error", &asyncError, "ncclCommGetAsyncError, as an int code.")
+      .def("finalize", &finalize, "ncclCommFinalize; returns 0, or 7 (in progress) if non-blocking.")
+      .def("destroy", &destroy, "ncclCommDestroy (no-op if already released).")
+      .def("abort", &abort, "ncclCommAbort (no-op if already released).");
+
+  m.def("get_unique_id", &getUniqueId, "ncclGetUniqueId, as bytes.");
+  m.def("comm_init_rank", &initRank, nb::arg("nranks"), nb::arg("uid"), nb::arg("rank"),
+        nb::arg("config") = nb::none(),
+        "ncclCommInitRank, or ncclCommInitRankConfig when config is a dict of ncclConfig_t "
+        "fields (blocking, cga_cluster_size, min_ctas, max_ctas, net_name, split_share).");
+}
+
+}  // namespace accl_py

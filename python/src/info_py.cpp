@@ -1,0 +1,88 @@
+// Versions, mode, constants and where the library was loaded from.
+#include <dlfcn.h>
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+
+#include "accl.h"
+#include "bindings.h"
+
+namespace accl_py {
+
+namespace {
+
+int getVersion() {
+  int v = 0;
+  check(ncclGetVersion(&v), "ncclGetVersion");
+  return v;
+}
+
+std::pair<bool, std::string> queryMode() {
+  char reason[256] = {0};
+  int device = acclQueryMode(reason, sizeof(reason));
+  return {device == 1, reason};
+}
+
+// The file the dynamic loader bound ncclGetVersion to (it may differ from the
+// packaged copy under LD_PRELOAD or LD_LIBRARY_PATH).
+std::string loadedLibraryPath() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
+    return "";
+  return info.dli_fname;
+}
+
+// The enum values as nccl.h defines them, so tests can hold the Python enums
+// to the header.
+nb::dict constants() {
+  nb::dict d;
+#define ACCL_PY_CONST(name) d[#name] = static_cast<int>(name)
+  ACCL_PY_CONST(ncclSuccess);
+  ACCL_PY_CONST(ncclUnhandledCudaError);
+  ACCL_PY_CONST(ncclSystemError);
+  ACCL_PY_CONST(ncclInternalError);
+  ACCL_PY_CONST(ncclInvalidArgument);
+  ACCL_PY_CONST(ncclInvalidUsage);
+  ACCL_PY_CONST(ncclRemoteError);
+  ACCL_PY_CONST(ncclInProgress);
+  ACCL_PY_CONST(ncclTimeout);
+  ACCL_PY_CONST(ncclInt8);
+  ACCL_PY_CONST(ncclUint8);
+  ACCL_PY_CONST(ncclInt32);
+  ACCL_PY_CONST(ncclUint32);
+  ACCL_PY_CONST(ncclInt64);
+  ACCL_PY_CONST(ncclUint64);
+  ACCL_PY_CONST(ncclFloat16);
+  ACCL_PY_CONST(ncclFloat32);
+  ACCL_PY_CONST(ncclFloat64);
+  ACCL_PY_CONST(ncclBfloat16);
+  ACCL_PY_CONST(ncclFloat8e4m3);
+  ACCL_PY_CONST(ncclFloat8e5m2);
+  ACCL_PY_CONST(ncclSum);
+  ACCL_PY_CONST(ncclProd);
+  ACCL_PY_CONST(ncclMax);
+  ACCL_PY_CONST(ncclMin);
+  ACCL_PY_CONST(ncclAvg);
+  ACCL_PY_CONST(NCCL_UNIQUE_ID_BYTES);
+#ifdef NCCL_VERSION_CODE
+  ACCL_PY_CONST(NCCL_VERSION_CODE);  // the header this module was built against
+#endif
+#undef ACCL_PY_CONST
+  return d;
+}
+
+}  // namespace
+
+void register_info(nb::module_& m) {
+  m.def("get_version", &getVersion, "ncclGetVersion(): the NCCL API level code, e.g. 23007.");
+  m.def("version_string", []() { return std::string(acclGetVersionString()); },
+        "acclGetVersionString(): ACCL's own version.");
+  m.def("query_mode", &queryMode,
+        "acclQueryMode(): (True for device mode, one-line reason such as 'host: ...').");
+  m.def("loaded_library_path", &loadedLibraryPath,
+        "Path of the libnccl.so.2 this module is bound to at run time.");
+  m.def("c_constants", &constants, "Enum values from nccl.h, by their C names.");
+  m.attr("UNIQUE_ID_BYTES") = NCCL_UNIQUE_ID_BYTES;
+}
+
+}  // namespace accl_py

@@ -1,0 +1,175 @@
+"""python -m accl.info and python -m accl.perf, run as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import accl
+from accl.perf import launcher, options, table
+
+HOST_MODE = not accl.query_mode()[0]
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+
+
+# -- accl.info ---------------------------------------------------------------
+def test_info_prints_versions_mode_and_paths():
+    res = _run("-m", "accl.info")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    code = accl.nccl_version()
+    assert f"ACCL version   : {accl.__version__}" in out
+    assert f"({code})" in out and f"2.{code // 100 % 100}.{code % 100}" in out
+    assert accl.query_mode()[1] in out
+    if HOST_MODE:
+        assert "host" in out
+    assert f"LD_PRELOAD={accl.library_path()}" in out
+    assert f"-I{accl.include_dir()}" in out and "-lnccl" in out
+
+
+# -- accl.perf ---------------------------------------------------------------
+HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
+          "     time   algbw   busbw #wrong")
+
+
+def _rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@pytest.mark.skipif(not HOST_MODE, reason="accl.perf uses host arrays")
+@pytest.mark.timeout(120)
+def test_perf_allreduce_table():
+    res = _run("-m", "accl.perf", "allreduce", "-np", "2", "-b", "8", "-e", "1M", "-f", "4",
+               "-n", "2", "-w", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert HEADER in lines
+    assert sum("Rank" in line and "Pid" in line for line in lines) == 2
+    rows = _rows(res.stdout)
+    assert [int(r[0]) for r in rows] == [8 * 4 ** k for k in range(9)]  # 8 B .. 512 KiB
+    for r in rows:
+        assert len(r) == 13, r
+        size, count, dtype, op, root = r[:5]
+        assert (int(count), dtype, op, root) == (int(size) // 4, "float", "sum", "-1")
+        assert r[8] == "0" and r[12] == "0", f"wrong elements: {r}"  # #wrong, both sides
+        for t, algbw, busbw in (r[5:8], r[9:12]):
+            assert float(t) > 0
+            assert float(busbw) == pytest.approx(float(algbw), abs=0.011)  # 2(n-1)/n = 1
+    assert "# Out of bounds values : 0 OK" in lines
+    assert any(line.startswith("# Avg bus bandwidth    : ") for line in lines)
+
+
+@pytest.mark.skipif(not HOST_MODE, reason="accl.perf uses host arrays")
+@pytest.mark.timeout(120)
+def test_perf_allreduce_three_ranks_other_types_and_ops():
+    res = _run("-m", "accl.perf", "allreduce", "-np", "3", "-b", "1K", "-e", "4K", "-f", "2",
+               "-n", "1", "-w", "0", "-d", "int32", "-o", "all")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = _rows(res.stdout)
+    ran = {r[3] for r in rows}
+    assert {"sum", "prod", "max", "min"} <= ran
+    for op in set(options.OPS) - ran:  # refused by the core: said so, not silently dropped
+        assert f"# int32 {op}: skipped" in res.stdout
+    assert len(rows) == 3 * len(ran)  # 1K, 2K, 4K
+    assert all(r[2] == "int32" and r[8] == "0" and r[12] == "0" for r in rows), rows
+
+
+@pytest.mark.skipif(not HOST_MODE, reason="accl.perf uses host arrays")
+@pytest.mark.timeout(120)
+def test_perf_reports_wrong_values_and_fails(tmp_path):
+    """A corrupted result must show up in #wrong and fail the run."""
+    script = tmp_path / "corrupt_perf.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import accl.perf.data as data
+        from accl.perf import launcher, options, rendezvous, worker
+        count_wrong = data.count_wrong
+        data.count_wrong = lambda got, want, op: count_wrong(got + 1, want, op)
+        opts = options.parse(sys.argv[1:])
+        me = rendezvous.identity()
+        if me is None:
+            sys.exit(launcher.launch(sys.argv[1:], opts.nranks, opts.timeout,
+                                     command=[sys.executable, __file__]))
+        sys.exit(worker.run(opts, me))
+    """))
+    res = _run(str(script), "allreduce", "-np", "2", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+    assert res.returncode == 1, res.stdout + res.stderr
+    row = _rows(res.stdout)[0]
+    assert row[8] == row[12] == "32"  # 16 floats wrong on each of 2 ranks
+    assert "# Out of bounds values : 2 FAILED" in res.stdout
+
+
+def test_sizes_and_step_options():
+    assert options.parse_size("32M") == 32 << 20
+    assert options.parse_size("1.5k") == 1536
+    assert options.parse_size("8") == 8
+    o = options.parse(["allreduce", "-b", "8", "-e", "128", "-f", "4"])
+    assert o.sizes() == [8, 32, 128]
+    o = options.parse(["allreduce", "-b", "1K", "-e", "3K", "-i", "1K"])
+    assert o.stepfactor == 1 and o.sizes() == [1024, 2048, 3072]
+    o = options.parse(["allreduce"])
+    assert (o.minbytes, o.maxbytes, o.stepfactor, o.iters, o.warmup_iters, o.check) == \
+        (32 << 20, 32 << 20, 2, 20, 5, 1)
+    assert (o.datatypes, o.ops, o.nranks) == (["float"], ["sum"], 2)
+    assert options.parse(["allreduce", "-b", "0", "-e", "8"]).sizes() == [0]
+    with pytest.raises(SystemExit):
+        options.parse(["allreduce", "-d", "complex"])
+
+
+def test_table_number_format():
+    assert table.float_str(18.5234, 7) == "  18.52"
+    assert table.float_str(123456.7, 7) == " 123457"
+    assert table.float_str(0.001, 6) == "  0.00"
+    assert table.float_str(float("inf"), 6) == "   inf"
+
+
+# The launcher with stand-in ranks: rank 0 hands back an id, then one rank
+# fails or hangs.
+STAND_IN = textwrap.dedent("""
+    import os, sys, time
+    rank = int(os.environ["ACCL_PERF_RANK"])
+    if rank == 0:
+        os.write(int(os.environ["ACCL_PERF_UID_FD"]), b"00ff\\n")
+    elif os.environ.get("ACCL_PERF_UID") != "00ff":
+        sys.exit(3)
+    mode = sys.argv[1]
+    if mode == "fail" and rank == 1:
+        sys.exit(7)
+    if mode == "hang" and rank == 1:
+        time.sleep(600)
+    time.sleep(0.2 if mode == "ok" else 60)
+""")
+
+
+@pytest.mark.timeout(60)
+def test_launcher_success():
+    assert launcher.launch(["ok"], 3, 30, command=[sys.executable, "-c", STAND_IN]) == 0
+
+
+@pytest.mark.timeout(60)
+def test_launcher_names_the_failing_rank(capfd):
+    rc = launcher.launch(["fail"], 3, 30, command=[sys.executable, "-c", STAND_IN])
+    assert rc == 7
+    assert "rank 1 failed (exit code 7)" in capfd.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_launcher_deadline_stops_every_rank(capfd):
+    rc = launcher.launch(["hang"], 2, 1.5, command=[sys.executable, "-c", STAND_IN])
+    assert rc == launcher.EXIT_TIMEOUT
+    assert "timed out after 1.5 s; ranks still running: 0, 1" in capfd.readouterr().err
+
+
+def test_launcher_sets_socket_ifname_for_children(monkeypatch):
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+    monkeypatch.setenv("ACCL_PERF_UID", "stale")
+    env = launcher._env(0, 2, 1e9)
+    assert env["NCCL_SOCKET_IFNAME"] == "lo" and "ACCL_PERF_UID" not in env
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+    assert launcher._env(1, 2, 1e9)["NCCL_SOCKET_IFNAME"] == "eth0"
