@@ -139,3 +139,17 @@ def test_stranger_connections_are_dropped(ranks, comm_id):
         assert "done" in rs.log(r)
     for s in strangers:
         s.close()
+
+
+@pytest.mark.timeout(60)
+def test_ranks_wait_for_a_late_root(ranks):
+    # NCCL_COMM_ID: rank 0 hosts the root. Ranks that come first retry their
+    # connection with back-off instead of failing.
+    rs = ranks(3, iters=2, start=False)
+    rs.start(1)
+    rs.start(2)
+    time.sleep(1.5)
+    assert rs.procs[1].poll() is None and rs.procs[2].poll() is None
+    rs.start(0)
+    for r in range(3):
+        assert rs.wait(r, timeout=40) == 0, rs.log(r)

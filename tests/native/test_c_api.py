@@ -73,3 +73,28 @@ def test_unknown_interface_is_a_clear_error(c_program, comm_id):
     p = subprocess.run([str(exe), "0", "1", "10", "1"], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "NCCL_SOCKET_IFNAME==nosuchif0 matches no usable interface" in p.stdout + p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a private mount namespace")
+def test_small_dev_shm_is_reported_as_such(c_program):
+    # A 256 KiB /dev/shm in a private mount namespace: far less than one FIFO needs.
+    exe = c_program("allreduce_c")
+    script = f"mount -t tmpfs -o size=256k tmpfs /dev/shm && exec {exe} 2 1000"
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    if "mount" in p.stderr and "permission" in p.stderr.lower():
+        pytest.skip("mount namespaces are not permitted here")
+    assert p.returncode != 0
+    assert "/dev/shm is too small" in p.stderr, p.stderr
+    assert "NCCL_SHM_DISABLE=1" in p.stderr  # and says what to do
+
+
+def test_ipv6_bootstrap(c_program):
+    # The unique id's root and every connection on ::1.
+    p = run(c_program("allreduce_c"), 3, 10007, env={"NCCL_SOCKET_FAMILY": "AF_INET6", "NCCL_SHM_DISABLE": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_bad_socket_family_is_a_clear_error(c_program):
+    p = run(c_program("allreduce_c"), 1, 10, env={"NCCL_SOCKET_FAMILY": "AF_UNIX"})
+    assert p.returncode != 0
+    assert "NCCL_SOCKET_FAMILY=AF_UNIX is not AF_INET or AF_INET6" in p.stderr + p.stdout

@@ -1,4 +1,5 @@
-"""Allreduce across 2 and 3 ranks, each its own process, against NumPy."""
+"""Allreduce across 2, 3 and 4 ranks, each its own process, over shared memory and
+over sockets (each rank its own NCCL_HOSTID), against NumPy."""
 
 from __future__ import annotations
 
@@ -88,17 +89,20 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str:
     return proc.stdout.readline().decode().strip()
 
 
-def _run_ranks(nranks: int, tmp_path, timeout: float = 45.0) -> list[str]:
+def _run_ranks(nranks: int, tmp_path, transport: str = "shm", timeout: float = 45.0) -> list[str]:
     env = dict(os.environ)
     env.setdefault("NCCL_SOCKET_IFNAME", "lo")
     outs = [str(tmp_path / f"rank{r}.npz") for r in range(nranks)]
     cmd = [sys.executable, "-c", RANK_SCRIPT, str(nranks)]
-    procs = [subprocess.Popen(cmd + ["0", outs[0]], env=env, stdout=subprocess.PIPE,
+    def env_of(r):
+        return dict(env, NCCL_HOSTID=f"host{r}") if transport == "sockets" else env
+
+    procs = [subprocess.Popen(cmd + ["0", outs[0]], env=env_of(0), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)]
     try:
         env["TEST_ACCL_UID"] = _read_line(procs[0], timeout)
         for r in range(1, nranks):
-            procs.append(subprocess.Popen(cmd + [str(r), outs[r]], env=env,
+            procs.append(subprocess.Popen(cmd + [str(r), outs[r]], env=env_of(r),
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE))
         deadline = time.monotonic() + timeout
         for r, p in enumerate(procs):
@@ -116,9 +120,10 @@ def _run_ranks(nranks: int, tmp_path, timeout: float = 45.0) -> list[str]:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("nranks", [2, 3])
-def test_allreduce_across_processes(nranks, tmp_path):
-    outs = _run_ranks(nranks, tmp_path)
+@pytest.mark.parametrize("transport", ["shm", "sockets"])
+@pytest.mark.parametrize("nranks", [2, 3, 4])
+def test_allreduce_across_processes(nranks, transport, tmp_path):
+    outs = _run_ranks(nranks, tmp_path, transport)
     refused = _refused_pairs()
     assert not refused & {"int32-sum", "float32-sum", "float64-max", "int64-min"}
     for rank, path in enumerate(outs):
