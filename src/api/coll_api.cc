@@ -1,19 +1,28 @@
-// Collective entry points: check every argument, build a CollArgs, run it now
-// (host mode completes before returning) or queue it inside a group.
+// Collective and point-to-point entry points: check every argument, build the
+// CollArgs, then run now (host mode completes before returning) or queue inside
+// a group. All-to-all, gather and scatter are groups of sends and receives.
 #include "api/api.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "coll/coll.h"
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/group.h"
-#include "device/host_reduce.h"
+#include "core/redop.h"
+
+using accl::CollArgs;
+using accl::CollKind;
 
 namespace {
 
-// Checks shared by every collective; `needsOp` for the reducing ones.
-ncclResult_t checkCollArgs(const accl::CollArgs& a, bool needsOp) {
+enum Needs : unsigned { kNone = 0, kOp = 1, kRoot = 2, kPeer = 4, kSend = 8, kRecv = 16 };
+
+// `span`: how many count-sized blocks the largest buffer of the call holds (n for allgather output).
+ncclResult_t checkArgs(const CollArgs& a, unsigned needs, size_t span) {
   const char* fn = a.opName;
   if (!a.comm) {
     WARN("%s: comm is NULL", fn);
@@ -40,50 +49,267 @@ ncclResult_t checkCollArgs(const accl::CollArgs& a, bool needsOp) {
     WARN("%s: datatype %d is not an ncclDataType_t (0..%d)", fn, static_cast<int>(a.type), ncclNumTypes - 1);
     return ncclInvalidArgument;
   }
-  size_t esize = accl::typeSize(a.type);
-  if (a.count > SIZE_MAX / esize / static_cast<size_t>(comm->nranks)) {
+  if (a.count > SIZE_MAX / accl::typeSize(a.type) / span) {
     WARN("%s: count %zu of %s overflows the address space", fn, a.count, accl::typeName(a.type));
     return ncclInvalidArgument;
   }
-  if (needsOp) {
-    if (static_cast<int>(a.op) < 0 || static_cast<int>(a.op) >= ncclNumOps) {
-      WARN("%s: op %d is not a reduction operation of this communicator (ncclSum..ncclAvg)", fn,
-           static_cast<int>(a.op));
-      return ncclInvalidArgument;
-    }
-    if (!accl::hostReduceFn(a.type, a.op)) {
-      WARN("%s: %s with %s is not supported by ACCL %s yet (see docs/api-status.md)", fn,
-           accl::opName(a.op), accl::typeName(a.type), acclGetVersionString());
-      return ncclInvalidUsage;
-    }
+  if ((needs & kRoot) && (a.root < 0 || a.root >= comm->nranks)) {
+    WARN("%s: root %d is outside [0, nranks = %d)", fn, a.root, comm->nranks);
+    return ncclInvalidArgument;
   }
-  if (a.count > 0 && (!a.sendbuff || !a.recvbuff)) {
-    WARN("%s: %s is NULL with count = %zu", fn, a.sendbuff ? "recvbuff" : "sendbuff", a.count);
+  if ((needs & kPeer) && (a.root < 0 || a.root >= comm->nranks)) {
+    WARN("%s: peer %d is outside [0, nranks = %d)", fn, a.root, comm->nranks);
+    return ncclInvalidArgument;
+  }
+  if (needs & kOp) {
+    accl::Reducer red;
+    NCCLCHECK(accl::resolveOp(comm, a.op, a.type, fn, &red));
+  }
+  if (a.count > 0 && (needs & kSend) && !a.sendbuff) {
+    WARN("%s: sendbuff is NULL with count = %zu", fn, a.count);
+    return ncclInvalidArgument;
+  }
+  if (a.count > 0 && (needs & kRecv) && !a.recvbuff) {
+    WARN("%s: recvbuff is NULL with count = %zu", fn, a.count);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
 }
 
-ncclResult_t submit(const accl::CollArgs& a, bool needsOp) {
-  NCCLCHECK(checkCollArgs(a, needsOp));
-  if (a.count == 0) return ncclSuccess;
+// Runs a list of operations of one call as NCCL does: inside the caller's group
+// if there is one, else as a group of their own.
+ncclResult_t submitAll(const std::vector<CollArgs>& ops) {
+  if (ops.empty()) return ncclSuccess;
   if (accl::groupActive()) {
-    accl::groupEnqueueColl(a);
+    for (const CollArgs& a : ops) NCCLCHECK(accl::groupEnqueueColl(a));
     return ncclSuccess;
   }
-  accl::CommUse use(a.comm);
-  ncclResult_t r = accl::runCollective(a);
-  ++a.comm->opCount;
-  return r;
+  if (ops.size() == 1 && !accl::isP2p(ops[0].kind)) {
+    accl::CommUse use(ops[0].comm);
+    ncclResult_t r = accl::runCollective(ops[0]);
+    ++ops[0].comm->opCount;
+    return r;
+  }
+  NCCLCHECK(accl::groupStart());
+  for (const CollArgs& a : ops) {
+    ncclResult_t r = accl::groupEnqueueColl(a);
+    if (r != ncclSuccess) {
+      accl::groupDiscard();
+      return r;
+    }
+  }
+  return accl::groupEnd();
+}
+
+ncclResult_t submit(const CollArgs& a, unsigned needs, size_t span = 1) {
+  NCCLCHECK(checkArgs(a, needs, span));
+  if (a.count == 0) return ncclSuccess;
+  return submitAll({a});
+}
+
+CollArgs make(CollKind kind, const char* name, const void* send, void* recv, size_t count, ncclDataType_t type,
+              ncclRedOp_t op, int root, ncclComm_t comm) {
+  CollArgs a{kind, name, send, recv, count, type, op, root, comm, nullptr};
+  return a;
+}
+
+bool overlaps(const void* a, const void* b, size_t bytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bytes && y < x + bytes;
 }
 
 }  // namespace
 
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t /*stream: host mode*/) {
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
   ACCL_API_GUARD_BEGIN
-  accl::CollArgs a{accl::CollKind::AllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm};
-  return submit(a, true);
+  return submit(make(CollKind::AllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm),
+                kOp | kSend | kRecv);
   ACCL_API_GUARD_END("ncclAllReduce")
 }
 NCCL_API_ALIAS(ncclAllReduce)
+
+extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      int root, ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  CollArgs a = make(CollKind::Broadcast, "ncclBroadcast", sendbuff, recvbuff, count, datatype, ncclSum, root, comm);
+  // Only the root reads sendbuff.
+  unsigned needs = kRoot | kRecv | (comm && accl::commValid(comm) && comm->rank == root ? kSend : kNone);
+  return submit(a, needs);
+  ACCL_API_GUARD_END("ncclBroadcast")
+}
+NCCL_API_ALIAS(ncclBroadcast)
+
+extern "C" ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  return submit(make(CollKind::Broadcast, "ncclBcast", buff, buff, count, datatype, ncclSum, root, comm),
+                kRoot | kSend | kRecv);
+  ACCL_API_GUARD_END("ncclBcast")
+}
+NCCL_API_ALIAS(ncclBcast)
+
+extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  CollArgs a = make(CollKind::Reduce, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root, comm);
+  unsigned needs = kOp | kRoot | kSend | (comm && accl::commValid(comm) && comm->rank == root ? kRecv : kNone);
+  return submit(a, needs);
+  ACCL_API_GUARD_END("ncclReduce")
+}
+NCCL_API_ALIAS(ncclReduce)
+
+extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  CollArgs a = make(CollKind::AllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm);
+  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
+  return submit(a, kSend | kRecv, span);
+  ACCL_API_GUARD_END("ncclAllGather")
+}
+NCCL_API_ALIAS(ncclAllGather)
+
+extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  CollArgs a = make(CollKind::ReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, 0,
+                    comm);
+  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
+  return submit(a, kOp | kSend | kRecv, span);
+  ACCL_API_GUARD_END("ncclReduceScatter")
+}
+NCCL_API_ALIAS(ncclReduceScatter)
+
+extern "C" ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                 ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  return submit(make(CollKind::Send, "ncclSend", sendbuff, nullptr, count, datatype, ncclSum, peer, comm),
+                kPeer | kSend);
+  ACCL_API_GUARD_END("ncclSend")
+}
+NCCL_API_ALIAS(ncclSend)
+
+extern "C" ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                 cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  return submit(make(CollKind::Recv, "ncclRecv", nullptr, recvbuff, count, datatype, ncclSum, peer, comm),
+                kPeer | kRecv);
+  ACCL_API_GUARD_END("ncclRecv")
+}
+NCCL_API_ALIAS(ncclRecv)
+
+extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  CollArgs base = make(CollKind::Send, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm);
+  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
+  NCCLCHECK(checkArgs(base, kSend | kRecv, span));
+  if (count == 0) return ncclSuccess;
+  const int n = comm->nranks;
+  const size_t block = count * accl::typeSize(datatype);
+  std::shared_ptr<void> keep;
+  const char* src = static_cast<const char*>(sendbuff);
+  if (overlaps(sendbuff, recvbuff, block * n)) {  // in place: send from a copy
+    keep.reset(malloc(block * n), free);
+    if (!keep) {
+      WARN("ncclAlltoAll: cannot allocate %zu bytes to stage an in-place all-to-all", block * n);
+      return ncclSystemError;
+    }
+    memcpy(keep.get(), sendbuff, block * n);
+    src = static_cast<const char*>(keep.get());
+  }
+  std::vector<CollArgs> ops;
+  for (int r = 0; r < n; ++r) {
+    CollArgs s = base, v = base;
+    s.kind = CollKind::Send;
+    s.sendbuff = src + r * block;
+    s.root = r;
+    s.keep = keep;
+    v.kind = CollKind::Recv;
+    v.recvbuff = static_cast<char*>(recvbuff) + r * block;
+    v.root = r;
+    ops.push_back(s);
+    ops.push_back(v);
+  }
+  return submitAll(ops);
+  ACCL_API_GUARD_END("ncclAlltoAll")
+}
+NCCL_API_ALIAS(ncclAlltoAll)
+
+extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                   int root, ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  CollArgs base = make(CollKind::Send, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm);
+  bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
+  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
+  NCCLCHECK(checkArgs(base, kRoot | kSend | (isRoot ? kRecv : kNone), span));
+  if (count == 0) return ncclSuccess;
+  std::vector<CollArgs> ops{base};
+  if (isRoot) {
+    const size_t block = count * accl::typeSize(datatype);
+    for (int r = 0; r < comm->nranks; ++r) {
+      CollArgs v = base;
+      v.kind = CollKind::Recv;
+      v.recvbuff = static_cast<char*>(recvbuff) + r * block;
+      v.root = r;
+      ops.push_back(v);
+    }
+  }
+  return submitAll(ops);
+  ACCL_API_GUARD_END("ncclGather")
+}
+NCCL_API_ALIAS(ncclGather)
+
+extern "C" ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  CollArgs base = make(CollKind::Recv, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm);
+  bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
+  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
+  NCCLCHECK(checkArgs(base, kRoot | kRecv | (isRoot ? kSend : kNone), span));
+  if (count == 0) return ncclSuccess;
+  std::vector<CollArgs> ops{base};
+  if (isRoot) {
+    const size_t block = count * accl::typeSize(datatype);
+    for (int r = 0; r < comm->nranks; ++r) {
+      CollArgs s = base;
+      s.kind = CollKind::Send;
+      s.sendbuff = static_cast<const char*>(sendbuff) + r * block;
+      s.root = r;
+      ops.push_back(s);
+    }
+  }
+  return submitAll(ops);
+  ACCL_API_GUARD_END("ncclScatter")
+}
+NCCL_API_ALIAS(ncclScatter)
+
+extern "C" ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                 ncclScalarResidence_t residence, ncclComm_t comm) {
+  ACCL_API_GUARD_BEGIN
+  if (!comm || !accl::commValid(comm)) {
+    WARN("ncclRedOpCreatePreMulSum: comm %p is not a live communicator", static_cast<void*>(comm));
+    return ncclInvalidArgument;
+  }
+  return accl::createPreMulSum(comm, op, scalar, datatype, residence);
+  ACCL_API_GUARD_END("ncclRedOpCreatePreMulSum")
+}
+NCCL_API_ALIAS(ncclRedOpCreatePreMulSum)
+
+extern "C" ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  ACCL_API_GUARD_BEGIN
+  if (!comm || !accl::commValid(comm)) {
+    WARN("ncclRedOpDestroy: comm %p is not a live communicator", static_cast<void*>(comm));
+    return ncclInvalidArgument;
+  }
+  return accl::destroyOp(comm, op);
+  ACCL_API_GUARD_END("ncclRedOpDestroy")
+}
+NCCL_API_ALIAS(ncclRedOpDestroy)
+
+extern "C" ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  ACCL_API_GUARD_BEGIN
+  return accl::groupSimulateEnd(simInfo);
+  ACCL_API_GUARD_END("ncclGroupSimulateEnd")
+}
+NCCL_API_ALIAS(ncclGroupSimulateEnd)

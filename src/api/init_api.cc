@@ -1,10 +1,12 @@
 // Communicator life cycle: unique ids, init (blocking, non-blocking, grouped,
 // all-in-one-process), finalize, destroy, abort, and the query calls.
 #include "api/api.h"
+#include "api/init_common.h"
 
 #include <strings.h>
 
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -14,9 +16,16 @@
 
 using accl::commValid;
 
-namespace {
+ncclResult_t acclCheckMode(const char* fn) {
+  const char* mode = accl::paramString(accl::Param::Mode);
+  if (strcasecmp(mode, "auto") != 0 && strcasecmp(mode, "host") != 0) {
+    WARN("%s: ACCL_MODE=%s is not supported (use auto or host; this build has no device data path yet)", fn, mode);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
 
-ncclResult_t checkComm(const ncclComm* comm, const char* fn) {
+ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn) {
   if (!comm) {
     WARN("%s: comm is NULL", fn);
     return ncclInvalidArgument;
@@ -29,8 +38,12 @@ ncclResult_t checkComm(const ncclComm* comm, const char* fn) {
   return ncclSuccess;
 }
 
-ncclResult_t runInit(ncclComm* comm, accl::UniqueIdLayout id, int nranks, int rank) {
-  ncclResult_t r = accl::commInit(comm, id, nranks, rank);
+namespace {
+
+ncclResult_t checkComm(const ncclComm* comm, const char* fn) { return acclCheckComm(comm, fn); }
+
+// Finishes an init job: records its result where ncclCommGetAsyncError sees it.
+ncclResult_t finishInit(ncclComm* comm, ncclResult_t r) {
   if (r == ncclSuccess) {
     comm->asyncError.store(ncclSuccess);
   } else {
@@ -40,6 +53,31 @@ ncclResult_t runInit(ncclComm* comm, accl::UniqueIdLayout id, int nranks, int ra
   comm->initDone.store(true);
   return r;
 }
+
+}  // namespace
+
+ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out) {
+  comm->asyncError.store(ncclInProgress);
+  accl::registerComm(comm);
+  *out = comm;
+  auto run = [comm, job] { return finishInit(comm, job()); };
+  if (accl::groupActive()) {
+    accl::groupEnqueueInit(run);
+    return ncclSuccess;
+  }
+  if (!comm->config.blocking) {
+    comm->initThread = std::thread(run);
+    return ncclInProgress;
+  }
+  ncclResult_t r = run();
+  if (r != ncclSuccess) {
+    accl::commFree(comm);
+    *out = nullptr;
+  }
+  return r;
+}
+
+namespace {
 
 ncclResult_t initRankConfig(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
                             ncclConfig_t* config) {
@@ -64,32 +102,12 @@ ncclResult_t initRankConfig(const char* fn, ncclComm_t* out, int nranks, const n
   }
   accl::CommConfig cfg;
   NCCLCHECK(accl::readConfig(config, &cfg));
-  const char* mode = accl::paramString(accl::Param::Mode);
-  if (strcasecmp(mode, "auto") != 0 && strcasecmp(mode, "host") != 0) {
-    WARN("%s: ACCL_MODE=%s is not supported (use auto or host; this build has no device data path yet)", fn, mode);
-    return ncclInvalidUsage;
-  }
+  NCCLCHECK(acclCheckMode(fn));
   auto* comm = new ncclComm();
   comm->config = cfg;
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->asyncError.store(ncclInProgress);
-  accl::registerComm(comm);
-  *out = comm;
-  if (accl::groupActive()) {
-    accl::groupEnqueueInit([comm, id, nranks, rank] { return runInit(comm, id, nranks, rank); });
-    return ncclSuccess;
-  }
-  if (!cfg.blocking) {
-    comm->initThread = std::thread([comm, id, nranks, rank] { runInit(comm, id, nranks, rank); });
-    return ncclInProgress;
-  }
-  ncclResult_t r = runInit(comm, id, nranks, rank);
-  if (r != ncclSuccess) {
-    accl::commFree(comm);
-    *out = nullptr;
-  }
-  return r;
+  return acclStartInit(comm, [comm, id, nranks, rank] { return accl::commInit(comm, id, nranks, rank); }, out);
 }
 
 }  // namespace
@@ -171,14 +189,10 @@ extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   // Host-mode calls complete before they return; what may still be in flight is
   // data a socket proxy has not put on the wire yet.
   accl::CommUse use(comm);
-  if (comm->ring.send) {
-    ncclResult_t r = comm->ring.send->drain();
-    if (r != ncclSuccess) {
-      WARN("ncclCommFinalize (%s, rank %d): could not flush data to rank %d", comm->name.c_str(), comm->rank,
-           comm->ring.send->peer);
-      accl::commSetError(comm, r);
-      return r;
-    }
+  ncclResult_t r = accl::commDrain(comm);
+  if (r != ncclSuccess) {
+    accl::commSetError(comm, r);
+    return r;
   }
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommFinalize")
@@ -190,7 +204,7 @@ extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;  // as NCCL
   NCCLCHECK(checkComm(comm, "ncclCommDestroy"));
   if (comm->initThread.joinable()) comm->initThread.join();
-  if (comm->asyncError.load() == ncclSuccess && comm->ring.send) (void)comm->ring.send->drain();
+  if (comm->asyncError.load() == ncclSuccess) (void)accl::commDrain(comm);
   accl::commFree(comm);
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommDestroy")
@@ -205,8 +219,7 @@ extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
   // once the calls that were inside the comm have left.
   comm->abortFlag.store(1);
   int cause = comm->failedRank.load() >= 0 ? comm->failedRank.load() : comm->rank;
-  if (comm->ring.send) comm->ring.send->abort(cause);
-  if (comm->ring.recv) comm->ring.recv->abort(cause);
+  accl::forEachConnection(comm, [cause](accl::Connection* c) { c->abort(cause); });
   if (comm->bootstrap) comm->bootstrap->shutdownAll();
   accl::commFree(comm);
   return ncclSuccess;

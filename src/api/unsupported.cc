@@ -9,92 +9,7 @@
 
 #define ACCL_UNSUPPORTED(name) WARN("%s is not supported by ACCL %s yet (see docs/api-status.md)", #name, acclGetVersionString())
 
-// --- collectives and point-to-point (the collectives issue) ---
-extern "C" ncclResult_t pncclAllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclAllGather);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclAllGather)
-
-extern "C" ncclResult_t pncclAlltoAll(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclAlltoAll);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclAlltoAll)
-
-extern "C" ncclResult_t pncclBcast(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclBcast);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclBcast)
-
-extern "C" ncclResult_t pncclBroadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclBroadcast);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclBroadcast)
-
-extern "C" ncclResult_t pncclGather(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclGather);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclGather)
-
-extern "C" ncclResult_t pncclReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclReduce);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclReduce)
-
-extern "C" ncclResult_t pncclReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclReduceScatter);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclReduceScatter)
-
-extern "C" ncclResult_t pncclScatter(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclScatter);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclScatter)
-
-extern "C" ncclResult_t pncclSend(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclSend);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclSend)
-
-extern "C" ncclResult_t pncclRecv(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclRecv);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclRecv)
-
-extern "C" ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t*) {
-  ACCL_UNSUPPORTED(ncclGroupSimulateEnd);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclGroupSimulateEnd)
-
-extern "C" ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t) {
-  ACCL_UNSUPPORTED(ncclRedOpCreatePreMulSum);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclRedOpCreatePreMulSum)
-
-extern "C" ncclResult_t pncclRedOpDestroy(ncclRedOp_t, ncclComm_t) {
-  ACCL_UNSUPPORTED(ncclRedOpDestroy);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclRedOpDestroy)
-
 // --- communicator management (the collectives and PyTorch issues) ---
-extern "C" ncclResult_t pncclCommSplit(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) {
-  ACCL_UNSUPPORTED(ncclCommSplit);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommSplit)
-
 extern "C" ncclResult_t pncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
   ACCL_UNSUPPORTED(ncclCommShrink);
   return ncclInvalidUsage;
@@ -124,30 +39,6 @@ extern "C" ncclResult_t pncclCommResume(ncclComm_t) {
   return ncclInvalidUsage;
 }
 NCCL_API_ALIAS(ncclCommResume)
-
-extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t*, int, int, int, ncclUniqueId*, ncclConfig_t*) {
-  ACCL_UNSUPPORTED(ncclCommInitRankScalable);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommInitRankScalable)
-
-extern "C" ncclResult_t pncclCommGetUniqueId(ncclComm_t, ncclUniqueId*) {
-  ACCL_UNSUPPORTED(ncclCommGetUniqueId);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommGetUniqueId)
-
-extern "C" ncclResult_t pncclCommRegister(const ncclComm_t, void*, size_t, void**) {
-  ACCL_UNSUPPORTED(ncclCommRegister);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommRegister)
-
-extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t, void*) {
-  ACCL_UNSUPPORTED(ncclCommDeregister);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommDeregister)
 
 extern "C" ncclResult_t pncclCommMemStats(ncclComm_t, ncclCommMemStat_t, uint64_t*) {
   ACCL_UNSUPPORTED(ncclCommMemStats);

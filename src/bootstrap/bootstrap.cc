@@ -88,6 +88,15 @@ bool uniqueIdValid(const UniqueIdLayout& id) {
          (id.root.sa.sa_family == AF_INET || id.root.sa.sa_family == AF_INET6);
 }
 
+void releaseRoot(const UniqueIdLayout& id) {
+  int fd;
+  Deadline dl(nullptr, 5);
+  if (socketConnect(id.root, dl, &fd) != ncclSuccess) return;
+  FdGuard g(fd);
+  Hello h = makeHello(Purpose::Root, id.secret, 0, 0, 0);
+  (void)socketSend(fd, &h, sizeof(h), dl);
+}
+
 Bootstrap::~Bootstrap() {
   for (int* fd : {&listenFd_, &nextFd_, &prevFd_})
     if (*fd >= 0) close(*fd);

@@ -19,6 +19,8 @@ namespace accl {
 // NCCL_COMM_ID (whose root rank 0 starts in Bootstrap::init).
 ncclResult_t makeUniqueId(UniqueIdLayout* id);
 bool uniqueIdValid(const UniqueIdLayout& id);
+// Tells an id's root thread that it will not be used (it exits). Best effort.
+void releaseRoot(const UniqueIdLayout& id);
 
 class Bootstrap {
  public:

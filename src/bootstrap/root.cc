@@ -45,6 +45,11 @@ void rootLoop(int listenFd, std::vector<uint8_t> secret) {
       continue;
     }
     const Hello& h = m.hello;
+    if (h.nranks == 0) {  // ncclCommInitRankScalable: this id's root is not needed
+      INFO(kBootstrap, "bootstrap root: released (another unique id of the same communicator is used)");
+      close(fd);
+      break;
+    }
     char msg[200];
     if (nranks < 0) {
       nranks = h.nranks;

@@ -1,30 +1,49 @@
-// A collective call as the host executor sees it, after the API layer checked it.
+// A collective or point-to-point call as the executor sees it, after the API
+// layer checked it.
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <vector>
 
+#include "device/host_reduce.h"
 #include "nccl.h"
 
 struct ncclComm;
 
 namespace accl {
 
-enum class CollKind { AllReduce };
+enum class CollKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Send, Recv };
+enum class Algo { Default = -1, Ring = 0, Tree = 1 };
 
 struct CollArgs {
   CollKind kind;
   const char* opName;  // "ncclAllReduce", for messages
   const void* sendbuff;
   void* recvbuff;
-  size_t count;
+  size_t count;        // per NCCL's definition for the call (per rank for allgather/reducescatter)
   ncclDataType_t type;
   ncclRedOp_t op;
-  int root;
+  int root;            // root for rooted collectives, peer for send/recv
   ncclComm* comm;
+  std::shared_ptr<void> keep;  // a staging copy the operation reads (in-place all-to-all)
 };
 
-// Runs the collective to completion on the calling thread (host mode).
+bool isP2p(CollKind k);
+const char* collName(CollKind k);  // "AllReduce", as NCCL_ALGO spells it (lower-cased)
+
+// Runs one collective to completion on the calling thread (host mode).
 ncclResult_t runCollective(const CollArgs& args);
-ncclResult_t ringAllReduce(const CollArgs& args);
+// Runs a batch of sends and receives of one communicator concurrently
+// (a group's point-to-point part), to completion.
+ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
+
+// The algorithms (one file each).
+ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red);
+ncclResult_t treeAllReduce(const CollArgs& a, const Reducer& red);
+ncclResult_t ringBroadcast(const CollArgs& a);
+ncclResult_t ringReduce(const CollArgs& a, const Reducer& red);
+ncclResult_t ringAllGather(const CollArgs& a);
+ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red);
 
 }  // namespace accl

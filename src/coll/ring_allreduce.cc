@@ -12,18 +12,19 @@
 
 namespace accl {
 
-ncclResult_t ringAllReduce(const CollArgs& a) {
+ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red) {
   ncclComm* comm = a.comm;
   const size_t esize = typeSize(a.type);
   const int n = comm->nranks;
   const char* src = static_cast<const char*>(a.sendbuff);
   char* dst = static_cast<char*>(a.recvbuff);
   if (n == 1) {
-    if (src != dst) memcpy(dst, src, a.count * esize);
+    red.prepare(dst, src, a.count, esize);
+    red.finish(dst, a.count);
     return ncclSuccess;
   }
   Ring& ring = comm->ring;
-  Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), hostReduceFn(a.type, a.op), esize);
+  Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), &red, esize);
   // Chunks are whole elements and, where possible, whole cache lines.
   const size_t chunkElems = prims.maxChunkBytes() / esize;
   const size_t align = std::max<size_t>(1, 64 / esize);
@@ -55,13 +56,6 @@ ncclResult_t ringAllReduce(const CollArgs& a) {
     NCCLCHECK(prims.recv(dst + off(c), len(c)));
   }
   return ncclSuccess;
-}
-
-ncclResult_t runCollective(const CollArgs& a) {
-  switch (a.kind) {
-    case CollKind::AllReduce: return ringAllReduce(a);
-  }
-  return ncclInternalError;
 }
 
 }  // namespace accl

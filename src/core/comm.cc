@@ -89,8 +89,44 @@ void commSetError(ncclComm* comm, ncclResult_t err) {
   if (expected == ncclInProgress) comm->asyncError.compare_exchange_strong(expected, err);
   // Wake our peers: they must not wait for data this rank will never send.
   int failed = comm->failedRank.load();
-  if (comm->ring.send) comm->ring.send->abort(failed);
-  if (comm->ring.recv) comm->ring.recv->abort(failed);
+  forEachConnection(comm, [failed](Connection* c) { c->abort(failed); });
+}
+
+ncclResult_t commDrain(ncclComm* comm) {
+  ncclResult_t first = ncclSuccess;
+  forEachConnection(comm, [&](Connection* c) {
+    if (!c->isSend) return;
+    ncclResult_t r = c->drain();
+    if (r != ncclSuccess && first == ncclSuccess) {
+      WARN("%s (rank %d): could not flush data to rank %d", comm->name.c_str(), comm->rank, c->peer);
+      first = r;
+    }
+  });
+  return first;
+}
+
+ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
+                            int tag, std::vector<Connection*>* sends, std::vector<Connection*>* recvs) {
+  std::vector<int> newSends, newRecvs;
+  for (int p : sendTo)
+    if (!comm->sendConns.count({p, tag})) newSends.push_back(p);
+  for (int p : recvFrom)
+    if (!comm->recvConns.count({p, tag})) newRecvs.push_back(p);
+  if (!newSends.empty() || !newRecvs.empty()) {
+    std::vector<ConnPtr> s, r;
+    NCCLCHECK(connectPeers(comm, newSends, newRecvs, tag, &s, &r));
+    for (auto& c : s) comm->sendConns[{c->peer, tag}] = std::move(c);
+    for (auto& c : r) comm->recvConns[{c->peer, tag}] = std::move(c);
+  }
+  if (sends) {
+    sends->clear();
+    for (int p : sendTo) sends->push_back(comm->sendConns[{p, tag}].get());
+  }
+  if (recvs) {
+    recvs->clear();
+    for (int p : recvFrom) recvs->push_back(comm->recvConns[{p, tag}].get());
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank) {
@@ -101,6 +137,12 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   comm->cudaDev = -1;
   comm->name = comm->config.commName.empty() ? "comm (initialising)" : comm->config.commName;
 
+  std::string err;
+  if (!parseAlgoSpec(paramString(Param::Algo), &comm->algoMask, &err) ||
+      !parseProtoSpec(paramString(Param::Proto), &err)) {
+    WARN("%s (valid algorithms: ring, tree; NCCL_ALGO/NCCL_PROTO take NCCL's syntax)", err.c_str());
+    return ncclInvalidUsage;
+  }
   comm->bootstrap = std::make_unique<Bootstrap>();
   NCCLCHECK(comm->bootstrap->init(id, rank, nranks, &comm->abortFlag));
 
@@ -130,6 +172,10 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     }
   }
 
+  std::set<uint64_t> hosts;
+  for (const PeerInfo& p : comm->peers) hosts.insert(p.hostHash);
+  comm->nhosts = static_cast<int>(hosts.size());
+
   Ring& ring = comm->ring;
   ring.order.resize(nranks);
   for (int i = 0; i < nranks; ++i) ring.order[i] = i;
@@ -138,7 +184,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   ring.next = ring.order[(rank + 1) % nranks];
   if (nranks > 1) {
     std::vector<ConnPtr> sends, recvs;
-    NCCLCHECK(connectPeers(comm, {ring.next}, {ring.prev}, 0, &sends, &recvs));
+    NCCLCHECK(connectPeers(comm, {ring.next}, {ring.prev}, kTagRing, &sends, &recvs));
     ring.send = std::move(sends[0]);
     ring.recv = std::move(recvs[0]);
   }
@@ -155,6 +201,9 @@ void commFree(ncclComm* comm) {
   for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
   comm->ring.send.reset();
   comm->ring.recv.reset();
+  comm->sendConns.clear();
+  comm->recvConns.clear();
+  for (Registration* r : comm->registrations) delete r;
   comm->bootstrap.reset();
   comm->magic = kCommDeadMagic;
   delete comm;

@@ -11,14 +11,18 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "coll/tuner.h"
 #include "core/config.h"
+#include "device/host_reduce.h"
 #include "transport/connection.h"
 
 namespace accl {
@@ -45,6 +49,34 @@ struct Ring {
   ConnPtr send, recv;
 };
 
+// One binary tree of the double binary tree: this rank's parent and children
+// (-1 where absent), and the connections to them, made on first use.
+struct Tree {
+  int parent = -1;
+  int children[2] = {-1, -1};
+  Connection* up = nullptr;                 // to the parent
+  Connection* fromParent = nullptr;         // from the parent
+  Connection* down[2] = {nullptr, nullptr}; // to each child
+  Connection* fromChild[2] = {nullptr, nullptr};
+};
+
+// An op made by ncclRedOpCreatePreMulSum.
+struct UserOp {
+  ncclDataType_t type;
+  bool deviceScalar;     // read *scalarPtr at each use (ncclScalarDevice)
+  const void* scalarPtr;
+  Scalar value;          // ncclScalarHostImmediate: copied at creation
+};
+
+// A buffer recorded by ncclCommRegister.
+struct Registration {
+  void* buff;
+  size_t size;
+};
+
+// Connection tags: which logical connection between the same two ranks.
+enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3 };
+
 }  // namespace accl
 
 struct ncclComm {
@@ -65,7 +97,15 @@ struct ncclComm {
   std::unique_ptr<accl::Bootstrap> bootstrap;
   std::vector<accl::PeerInfo> peers;
   accl::Ring ring;
+  accl::Tree trees[2];
+  bool treesReady = false;
+  // Connections other than the ring's, by (peer, tag): trees and point-to-point.
+  std::map<std::pair<int, int>, accl::ConnPtr> sendConns, recvConns;
+  std::map<int, accl::UserOp> userOps;
+  std::set<accl::Registration*> registrations;        // ncclCommRegister handles (freed with the comm)  // ncclRedOp_t value -> op (ids are unique per process)
   uint64_t opCount = 0;
+  int nhosts = 1;              // distinct host identities among the ranks
+  accl::AlgoMask algoMask;     // NCCL_ALGO, parsed at init
 };
 
 namespace accl {
@@ -82,6 +122,20 @@ void commSetError(ncclComm* comm, ncclResult_t err);
 ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank);
 // Abort: flag, wake, wait for in-flight calls, free.
 void commFree(ncclComm* comm);
+// Waits until every send connection has put its data on the wire (sockets).
+ncclResult_t commDrain(ncclComm* comm);
+// Every connection of the communicator (ring, trees, point-to-point).
+template <typename Fn>
+void forEachConnection(ncclComm* comm, Fn fn) {
+  if (comm->ring.send) fn(comm->ring.send.get());
+  if (comm->ring.recv) fn(comm->ring.recv.get());
+  for (auto& kv : comm->sendConns) fn(kv.second.get());
+  for (auto& kv : comm->recvConns) fn(kv.second.get());
+}
+// The cached connections to/from `peers` for `tag`, making those that are missing
+// (pairwise with each peer, which must ask for its side at the same time).
+ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
+                            int tag, std::vector<Connection*>* sends, std::vector<Connection*>* recvs);
 
 uint64_t hostHash();
 bool processAlive(pid_t pid);

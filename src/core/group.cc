@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "coll/tuner.h"
 #include "core/check.h"
 #include "core/comm.h"
 
@@ -12,8 +13,15 @@ namespace {
 
 struct GroupState {
   int depth = 0;
+  int blocking = -1;  // of the communicators queued so far (-1: none yet)
   std::vector<std::function<ncclResult_t()>> inits;
   std::vector<CollArgs> colls;
+
+  void clear() {
+    blocking = -1;
+    inits.clear();
+    colls.clear();
+  }
 };
 
 thread_local GroupState tlsGroup;
@@ -29,6 +37,25 @@ ncclResult_t runConcurrently(const std::vector<std::function<ncclResult_t()>>& j
   for (auto& t : threads) t.join();
   for (ncclResult_t r : results)
     if (r != ncclSuccess) return r;
+  return ncclSuccess;
+}
+
+// One communicator's part of a group: collectives in order, then the p2p batch.
+ncclResult_t runCommOps(ncclComm* c, const std::vector<CollArgs>& ops) {
+  CommUse use(c);
+  std::vector<CollArgs> p2p;
+  for (const CollArgs& a : ops) {
+    if (isP2p(a.kind)) {
+      p2p.push_back(a);
+      continue;
+    }
+    NCCLCHECK(runCollective(a));
+    ++c->opCount;
+  }
+  if (!p2p.empty()) {
+    NCCLCHECK(runP2p(c, p2p));
+    ++c->opCount;
+  }
   return ncclSuccess;
 }
 
@@ -50,10 +77,8 @@ ncclResult_t groupEnd() {
   if (--g.depth > 0) return ncclSuccess;
   auto inits = std::move(g.inits);
   auto colls = std::move(g.colls);
-  g.inits.clear();
-  g.colls.clear();
+  g.clear();
   NCCLCHECK(runConcurrently(inits));
-  // Per communicator, in call order.
   std::map<ncclComm*, std::vector<CollArgs>> byComm;
   std::vector<ncclComm*> order;
   for (const CollArgs& a : colls) {
@@ -61,20 +86,58 @@ ncclResult_t groupEnd() {
     byComm[a.comm].push_back(a);
   }
   std::vector<std::function<ncclResult_t()>> jobs;
-  for (ncclComm* c : order) {
-    jobs.push_back([c, list = byComm[c]] {
-      CommUse use(c);
-      for (const CollArgs& a : list) {
-        NCCLCHECK(runCollective(a));
-        ++c->opCount;
-      }
-      return ncclSuccess;
-    });
-  }
+  for (ncclComm* c : order) jobs.push_back([c, &byComm] { return runCommOps(c, byComm[c]); });
   return runConcurrently(jobs);
 }
 
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
+  GroupState& g = tlsGroup;
+  if (!info) {
+    WARN("ncclGroupSimulateEnd: simInfo is NULL");
+    return ncclInvalidArgument;
+  }
+  if (info->magic != 0x74685283u || info->size < sizeof(size_t) + 2 * sizeof(unsigned) + sizeof(float)) {
+    WARN("ncclGroupSimulateEnd: simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER (size %zu, magic 0x%x)",
+         info->size, info->magic);
+    return ncclInvalidArgument;
+  }
+  if (g.depth == 0) {
+    WARN("ncclGroupSimulateEnd: not inside a group (ncclGroupStart was not called)");
+    return ncclInvalidUsage;
+  }
+  if (--g.depth > 0) return ncclSuccess;
+  // Per communicator the operations run one after another; communicators run in parallel.
+  std::map<ncclComm*, double> perComm;
+  for (const CollArgs& a : g.colls) {
+    Algo algo = isP2p(a.kind) ? Algo::Ring : chooseAlgo(a);
+    if (algo == Algo::Default) algo = Algo::Ring;
+    perComm[a.comm] += predictUs(a.kind, algo, a.count * typeSize(a.type), a.comm->nranks, a.comm->nhosts);
+  }
+  double us = 0;
+  for (auto& kv : perComm) us = std::max(us, kv.second);
+  info->estimatedTime = static_cast<float>(us);
+  g.clear();  // queued inits were never started: as NCCL, simulation is for operations
+  return ncclSuccess;
+}
+
+void groupDiscard() {
+  GroupState& g = tlsGroup;
+  if (g.depth > 0 && --g.depth == 0) g.clear();
+}
+
 void groupEnqueueInit(std::function<ncclResult_t()> init) { tlsGroup.inits.push_back(std::move(init)); }
-void groupEnqueueColl(const CollArgs& args) { tlsGroup.colls.push_back(args); }
+
+ncclResult_t groupEnqueueColl(const CollArgs& args) {
+  GroupState& g = tlsGroup;
+  int blocking = args.comm->config.blocking ? 1 : 0;
+  if (g.blocking >= 0 && g.blocking != blocking) {
+    WARN("%s: a group may not mix blocking and non-blocking communicators (%s is %s)", args.opName,
+         args.comm->name.c_str(), blocking ? "blocking" : "non-blocking");
+    return ncclInvalidUsage;
+  }
+  g.blocking = blocking;
+  g.colls.push_back(args);
+  return ncclSuccess;
+}
 
 }  // namespace accl

@@ -1,8 +1,9 @@
-// ncclGroupStart/ncclGroupEnd for the calling thread. Inside a group, inits and
-// collectives are queued; the outermost ncclGroupEnd runs the inits
-// concurrently, then each communicator's collectives (one thread per
-// communicator when there are several, so ranks driven from one thread can
-// meet each other), and returns the first error.
+// ncclGroupStart/ncclGroupEnd for the calling thread. Inside a group, inits
+// and operations are queued. The outermost ncclGroupEnd runs the inits
+// concurrently, then, per communicator, its collectives in call order followed
+// by all its sends and receives together (so they may pair up in any order).
+// Several communicators run concurrently, one thread each, so ranks driven from
+// one thread can meet each other. It returns the first error.
 #pragma once
 
 #include <functional>
@@ -14,7 +15,12 @@ namespace accl {
 bool groupActive();
 ncclResult_t groupStart();
 ncclResult_t groupEnd();
+// Ends the group without running it, and predicts its time (ncclGroupSimulateEnd).
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* info);
+// Ends the group without running anything (an error while queueing).
+void groupDiscard();
 void groupEnqueueInit(std::function<ncclResult_t()> init);
-void groupEnqueueColl(const CollArgs& args);
+// ncclInvalidUsage if the group would mix blocking and non-blocking communicators.
+ncclResult_t groupEnqueueColl(const CollArgs& args);
 
 }  // namespace accl

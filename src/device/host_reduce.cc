@@ -1,42 +1,113 @@
 #include "device/host_reduce.h"
 
-#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "device/reduce_ops.h"
 
 namespace accl {
 namespace {
 
+// How a storage type is computed with: native types as themselves; the
+// low-precision types (ACCL_LOWP_TYPES) in float, rounded back on store.
+template <typename T, typename = void>
+struct Arith {
+  using A = T;
+  static A load(T x) { return x; }
+  static T store(A a) { return a; }
+};
+
+template <typename A, bool = std::is_integral<A>::value>
+struct ScalarOf {
+  static A get(const Scalar* s) { return static_cast<A>(s->i); }
+};
+template <typename A>
+struct ScalarOf<A, false> {
+  static A get(const Scalar* s) { return static_cast<A>(s->f); }
+};
+
 template <typename T, template <typename> class Op>
-void reduceLoop(void* dst, const void* a, const void* b, size_t count) {
+void combineK(void* dst, const void* a, const void* b, size_t n, const Scalar*) {
+  using Ar = Arith<T>;
+  using A = typename Ar::A;
   T* d = static_cast<T*>(dst);
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
-  Op<T> op;
-  // A plain loop: the compiler vectorises it (no aliasing assumptions needed
-  // beyond element-wise access, which is safe for dst == a or dst == b).
-  for (size_t i = 0; i < count; ++i) d[i] = op(x[i], y[i]);
+  Op<A> op;
+  // A plain element-wise loop: the compiler vectorises it, and dst may alias a or b.
+  for (size_t i = 0; i < n; ++i) d[i] = Ar::store(op(Ar::load(x[i]), Ar::load(y[i])));
+}
+
+template <typename T>
+void preMulCombineK(void* dst, const void* a, const void* b, size_t n, const Scalar* s) {
+  using Ar = Arith<T>;
+  using A = typename Ar::A;
+  T* d = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  const A k = ScalarOf<A>::get(s);
+  OpSum<A> add;
+  OpProd<A> mul;
+  for (size_t i = 0; i < n; ++i) d[i] = Ar::store(add(Ar::load(x[i]), mul(Ar::load(y[i]), k)));
+}
+
+template <typename T>
+void preMulPrepareK(void* dst, const void* b, size_t n, const Scalar* s) {
+  using Ar = Arith<T>;
+  using A = typename Ar::A;
+  T* d = static_cast<T*>(dst);
+  const T* y = static_cast<const T*>(b);
+  const A k = ScalarOf<A>::get(s);
+  OpProd<A> mul;
+  for (size_t i = 0; i < n; ++i) d[i] = Ar::store(mul(Ar::load(y[i]), k));
+}
+
+template <typename T>
+void postDivK(void* dst, size_t n, const Scalar* s) {
+  T* d = static_cast<T*>(dst);
+  const T k = static_cast<T>(s->i);
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] / k);
+}
+
+template <typename T>
+bool kernelsFor(OpKind op, ReduceKernels* k) {
+  *k = ReduceKernels{};
+  switch (op) {
+    case OpKind::Sum: k->combine = k->merge = &combineK<T, OpSum>; return true;
+    case OpKind::Prod: k->combine = k->merge = &combineK<T, OpProd>; return true;
+    case OpKind::Max: k->combine = k->merge = &combineK<T, OpMax>; return true;
+    case OpKind::Min: k->combine = k->merge = &combineK<T, OpMin>; return true;
+    case OpKind::PreMulSum:
+      k->combine = &preMulCombineK<T>;
+      k->merge = &combineK<T, OpSum>;
+      k->prepare = &preMulPrepareK<T>;
+      return true;
+    case OpKind::SumPostDiv:
+      if constexpr (std::is_integral<T>::value) {
+        k->combine = k->merge = &combineK<T, OpSum>;
+        k->finish = &postDivK<T>;
+        return true;
+      }
+      return false;
+  }
+  return false;
 }
 
 }  // namespace
 
-ReduceFn hostReduceFn(ncclDataType_t type, ncclRedOp_t op) {
-#define ACCL_OP_CASE(opEnum, OpT) \
-  case opEnum: return &reduceLoop<CT, OpT>;
-#define ACCL_TYPE_CASE(typeEnum, ctype)  \
-  case typeEnum: {                       \
-    using CT = ctype;                    \
-    switch (op) {                        \
-      ACCL_BASIC_OPS(ACCL_OP_CASE)       \
-      default: return nullptr;           \
-    }                                    \
-  }
+bool hostKernels(ncclDataType_t type, OpKind op, ReduceKernels* out) {
+#define ACCL_TYPE_CASE(typeEnum, ctype) \
+  case typeEnum: return kernelsFor<ctype>(op, out);
   switch (type) {
     ACCL_NATIVE_TYPES(ACCL_TYPE_CASE)
-    default: return nullptr;
+    default: return false;
   }
 #undef ACCL_TYPE_CASE
-#undef ACCL_OP_CASE
+}
+
+void Reducer::prepare(void* dst, const void* local, size_t n, size_t esize) const {
+  if (k.prepare) k.prepare(dst, local, n, &scalar);
+  else if (dst != local) memcpy(dst, local, n * esize);
 }
 
 size_t typeSize(ncclDataType_t type) {
@@ -56,10 +127,9 @@ const char* typeName(ncclDataType_t type) {
   return t >= 0 && t < 12 ? kNames[t] : "invalid";
 }
 
-const char* opName(ncclRedOp_t op) {
-  static const char* const kNames[] = {"sum", "prod", "max", "min", "avg"};
-  int o = static_cast<int>(op);
-  return o >= 0 && o < 5 ? kNames[o] : "custom";
+bool typeIsFloating(ncclDataType_t type) {
+  return type == ncclFloat16 || type == ncclFloat32 || type == ncclFloat64 || type == ncclBfloat16 ||
+         type == ncclFloat8e4m3 || type == ncclFloat8e5m2;
 }
 
 }  // namespace accl

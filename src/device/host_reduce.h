@@ -1,20 +1,54 @@
-// Type-erased reductions for the host executor: one function pointer per
-// (datatype, op), looked up once per collective.
+// Type-erased element-wise kernels for the host executor: one set per
+// (datatype, operation), looked up once per collective.
+//
+// Every reducing algorithm needs four things: combine a peer's partial result
+// with local input (the local input is "prepared" first: PreMulSum multiplies
+// it by its scalar), merge two partial results, prepare local input alone (the
+// first hop), and finish a complete result (integer average divides by n).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "nccl.h"
 
 namespace accl {
 
-// dst[i] = op(a[i], b[i]) for i < count; dst may alias a or b.
-using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
+// The scalar of PreMulSum (f for floating types, i for integers) or the divisor of SumPostDiv (i).
+struct Scalar {
+  double f = 1.0;
+  int64_t i = 1;
+};
 
-// NULL when the pair is not supported by the host executor.
-ReduceFn hostReduceFn(ncclDataType_t type, ncclRedOp_t op);
+enum class OpKind { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
+
+struct ReduceKernels {
+  void (*combine)(void* dst, const void* peer, const void* local, size_t n, const Scalar* s);
+  void (*merge)(void* dst, const void* a, const void* b, size_t n, const Scalar* s);
+  void (*prepare)(void* dst, const void* local, size_t n, const Scalar* s);  // NULL: a plain copy
+  void (*finish)(void* dst, size_t n, const Scalar* s);                      // NULL: nothing to do
+};
+
+// false when the host executor has no kernels for this pair.
+bool hostKernels(ncclDataType_t type, OpKind op, ReduceKernels* out);
+
+// A collective's reduction: kernels plus the scalar they use.
+struct Reducer {
+  ReduceKernels k{};
+  Scalar scalar;
+
+  void combine(void* dst, const void* peer, const void* local, size_t n) const {
+    k.combine(dst, peer, local, n, &scalar);
+  }
+  void merge(void* dst, const void* a, const void* b, size_t n) const { k.merge(dst, a, b, n, &scalar); }
+  void prepare(void* dst, const void* local, size_t n, size_t esize) const;
+  void finish(void* dst, size_t n) const {
+    if (k.finish) k.finish(dst, n, &scalar);
+  }
+};
+
 size_t typeSize(ncclDataType_t type);  // 0 for an invalid type
 const char* typeName(ncclDataType_t type);
-const char* opName(ncclRedOp_t op);
+bool typeIsFloating(ncclDataType_t type);
 
 }  // namespace accl

@@ -1,5 +1,18 @@
-// Chooses a transport per peer (shared memory on one host, sockets between
-// hosts) and sets the connections up in an order that cannot deadlock.
+// Pairwise connection set-up. For each connection the receiver chooses the
+// transport (shared memory on one host, else the socket itself) and tells the
+// sender over a set-up socket:
+//   1. every sender connects to its receiver's listener (never blocks on the peer:
+//      the listener's backlog queues it);
+//   2. every receiver accepts each sender, creates its shm FIFO if it is local,
+//      and answers 'S' (shm) or 'N' (this socket carries the data);
+//   3. every sender reads the answer, maps the shm FIFO and acknowledges;
+//   4. every receiver reads the acknowledgement and unlinks the shm name, so
+//      nothing is left in /dev/shm even if a process dies later.
+// Each phase waits only for phases before it on other ranks, so no order of
+// peers can deadlock.
+#include <unistd.h>
+
+#include "bootstrap/socket.h"
 #include "core/check.h"
 #include "core/comm.h"
 
@@ -16,25 +29,51 @@ size_t slotBytesParam() {
 
 ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
                           int tag, std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs) {
+  Bootstrap& bs = *comm->bootstrap;
+  Deadline dl(&comm->abortFlag);
   sends->clear();
   recvs->clear();
   sends->resize(sendTo.size());
   recvs->resize(recvFrom.size());
-  // 1. Receivers create their shared-memory FIFOs; 2. a barrier; 3. senders map
-  // them and open sockets (connect needs no accept: the listener queues it);
-  // 4. receivers accept sockets; 5. a barrier, then the shm names are unlinked so
-  // that nothing is left in /dev/shm even if a process dies later.
-  for (size_t i = 0; i < recvFrom.size(); ++i)
-    if (shmUsable(comm, recvFrom[i])) NCCLCHECK(shmCreateRecv(comm, recvFrom[i], tag, &(*recvs)[i]));
-  NCCLCHECK(comm->bootstrap->barrier());
-  for (size_t i = 0; i < sendTo.size(); ++i) {
-    if (shmUsable(comm, sendTo[i])) NCCLCHECK(shmOpenSend(comm, sendTo[i], tag, &(*sends)[i]));
-    else NCCLCHECK(netConnectSend(comm, sendTo[i], tag, &(*sends)[i]));
+  std::vector<FdGuard> sendFds(sendTo.size()), recvFds(recvFrom.size());
+
+  for (size_t i = 0; i < sendTo.size(); ++i) {  // 1
+    int fd;
+    NCCLCHECK(bs.connectPeer(sendTo[i], Purpose::Data, tag, &fd));
+    sendFds[i].reset(fd);
   }
-  for (size_t i = 0; i < recvFrom.size(); ++i)
-    if (!(*recvs)[i]) NCCLCHECK(netAcceptRecv(comm, recvFrom[i], tag, &(*recvs)[i]));
-  NCCLCHECK(comm->bootstrap->barrier());
-  for (auto& r : *recvs) shmUnlinkRecv(r.get());
+  for (size_t i = 0; i < recvFrom.size(); ++i) {  // 2
+    int fd, peer = recvFrom[i];
+    NCCLCHECK(bs.acceptPeer(peer, Purpose::Data, tag, &fd));
+    recvFds[i].reset(fd);
+    char kind = 'N';
+    if (shmUsable(comm, peer)) {
+      NCCLCHECK(shmCreateRecv(comm, peer, tag, &(*recvs)[i]));
+      kind = 'S';
+    }
+    NCCLCHECK(socketSend(fd, &kind, 1, dl));
+    if (kind == 'N') NCCLCHECK(netFromSocket(comm, recvFds[i].release(), false, peer, &(*recvs)[i]));
+  }
+  for (size_t i = 0; i < sendTo.size(); ++i) {  // 3
+    int fd = sendFds[i].get(), peer = sendTo[i];
+    char kind = 0;
+    NCCLCHECK(socketRecv(fd, &kind, 1, dl));
+    if (kind == 'S') {
+      NCCLCHECK(shmOpenSend(comm, peer, tag, &(*sends)[i]));
+      NCCLCHECK(socketSend(fd, &kind, 1, dl));
+    } else if (kind == 'N') {
+      NCCLCHECK(netFromSocket(comm, sendFds[i].release(), true, peer, &(*sends)[i]));
+    } else {
+      WARN("rank %d: connection set-up with rank %d got an invalid answer (%d)", comm->rank, peer, kind);
+      return ncclInternalError;
+    }
+  }
+  for (size_t i = 0; i < recvFrom.size(); ++i) {  // 4
+    if (recvFds[i].get() < 0) continue;  // a socket connection: nothing to unlink
+    char ack = 0;
+    NCCLCHECK(socketRecv(recvFds[i].get(), &ack, 1, dl));
+    shmUnlinkRecv((*recvs)[i].get());
+  }
   for (auto& s : *sends) INFO(kInit, "rank %d -> rank %d via %s (tag %d)", comm->rank, s->peer, s->kind, tag);
   return ncclSuccess;
 }

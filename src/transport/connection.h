@@ -36,9 +36,11 @@ class Connection {
 
 using ConnPtr = std::unique_ptr<Connection>;
 
-// Connects this rank to its peers: one send Connection to each of sendTo, one
-// recv Connection from each of recvFrom (same order on both sides). Collective
-// over the communicator: every rank calls it with matching peer lists.
+// Connects this rank to its peers: one send Connection to each of sendTo and
+// one recv Connection from each of recvFrom, for connection `tag`. Pairwise:
+// each pair of ranks that both ask for a connection between them sets it up,
+// in phases that cannot deadlock, whatever order the ranks list their peers in.
+// No global barrier: used at init (ring), on first use (trees) and inside groups (p2p).
 ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
                           int tag, std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs);
 
@@ -47,8 +49,8 @@ bool shmUsable(ncclComm* comm, int peer);
 ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
 ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
 void shmUnlinkRecv(Connection* recv);
-ncclResult_t netConnectSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
-ncclResult_t netAcceptRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
+// Takes ownership of a connected, authenticated socket.
+ncclResult_t netFromSocket(ncclComm* comm, int fd, bool isSend, int peer, ConnPtr* out);
 
 size_t slotBytesParam();
 

@@ -150,19 +150,8 @@ class NetConnection : public Connection {
 
 }  // namespace
 
-ncclResult_t netConnectSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
-  int fd;
-  NCCLCHECK(comm->bootstrap->connectPeer(peer, Purpose::Data, tag, &fd));
-  auto c = std::make_unique<NetConnection>(comm, fd, true, peer);
-  c->start();
-  *out = std::move(c);
-  return ncclSuccess;
-}
-
-ncclResult_t netAcceptRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
-  int fd;
-  NCCLCHECK(comm->bootstrap->acceptPeer(peer, Purpose::Data, tag, &fd));
-  auto c = std::make_unique<NetConnection>(comm, fd, false, peer);
+ncclResult_t netFromSocket(ncclComm* comm, int fd, bool isSend, int peer, ConnPtr* out) {
+  auto c = std::make_unique<NetConnection>(comm, fd, isSend, peer);
   c->start();
   *out = std::move(c);
   return ncclSuccess;

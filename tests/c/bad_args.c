@@ -75,10 +75,57 @@ int main(void) {
   expect("AllReduce(huge count)", ncclAllReduce(buf, buf, (size_t)-1 / 2, ncclFloat, ncclSum, comm, NULL), ncclInvalidArgument, "overflows");
   expect("AllReduce(count 0, NULL)", ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, comm, NULL), ncclSuccess, NULL);
   expect("AllReduce(float16, not yet)", ncclAllReduce(buf, buf, 2, ncclFloat16, ncclSum, comm, NULL), ncclInvalidUsage, "float16");
-  expect("AllReduce(avg, not yet)", ncclAllReduce(buf, buf, 4, ncclFloat, ncclAvg, comm, NULL), ncclInvalidUsage, "avg");
   expect("AllReduce(1 rank)", ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL), ncclSuccess, NULL);
   if (buf[3] != 4) { ++failed; printf("FAIL 1-rank allreduce changed the data\n"); }
-  expect("Broadcast(unsupported)", ncclBroadcast(buf, buf, 4, ncclFloat, 0, comm, NULL), ncclInvalidUsage, "ncclBroadcast is not supported");
+  expect("CommRevoke(unsupported)", ncclCommRevoke(comm, 0), ncclInvalidUsage, "ncclCommRevoke is not supported");
+  expect("Broadcast(root 1 of 1)", ncclBroadcast(buf, buf, 4, ncclFloat, 1, comm, NULL), ncclInvalidArgument, "root 1");
+  expect("Reduce(root -1)", ncclReduce(buf, buf, 4, ncclFloat, ncclSum, -1, comm, NULL), ncclInvalidArgument, "root -1");
+  expect("Reduce(NULL recv at root)", ncclReduce(buf, NULL, 4, ncclFloat, ncclSum, 0, comm, NULL), ncclInvalidArgument, "recvbuff is NULL");
+  expect("Send(peer 3)", ncclSend(buf, 4, ncclFloat, 3, comm, NULL), ncclInvalidArgument, "peer 3");
+  expect("Recv(NULL)", ncclRecv(NULL, 4, ncclFloat, 0, comm, NULL), ncclInvalidArgument, "recvbuff is NULL");
+  expect("AllGather(type 99)", ncclAllGather(buf, buf, 1, (ncclDataType_t)99, comm, NULL), ncclInvalidArgument, "datatype 99");
+  expect("ReduceScatter(op 7)", ncclReduceScatter(buf, buf, 1, ncclFloat, (ncclRedOp_t)7, comm, NULL), ncclInvalidArgument, "op 7");
+  expect("AlltoAll(NULL send)", ncclAlltoAll(NULL, buf, 1, ncclFloat, comm, NULL), ncclInvalidArgument, "sendbuff is NULL");
+  expect("Gather(root 5)", ncclGather(buf, buf, 1, ncclFloat, 5, comm, NULL), ncclInvalidArgument, "root 5");
+  expect("Scatter(NULL recv)", ncclScatter(buf, NULL, 1, ncclFloat, 0, comm, NULL), ncclInvalidArgument, "recvbuff is NULL");
+  {
+    ncclRedOp_t pre;
+    float two = 2;
+    ncclComm_t other;
+    ncclUniqueId id2;
+    expect("PreMulSum(NULL op)", ncclRedOpCreatePreMulSum(NULL, &two, ncclFloat, ncclScalarHostImmediate, comm), ncclInvalidArgument, "op is NULL");
+    expect("PreMulSum(bad residence)", ncclRedOpCreatePreMulSum(&pre, &two, ncclFloat, (ncclScalarResidence_t)9, comm), ncclInvalidArgument, "residence 9");
+    expect("PreMulSum", ncclRedOpCreatePreMulSum(&pre, &two, ncclFloat, ncclScalarHostImmediate, comm), ncclSuccess, NULL);
+    expect("AllReduce(premulsum, wrong type)", ncclAllReduce(buf, buf, 4, ncclInt32, pre, comm, NULL), ncclInvalidArgument, "created for float32");
+    expect("AllReduce(premulsum x2)", ncclAllReduce(buf, buf, 4, ncclFloat, pre, comm, NULL), ncclSuccess, NULL);
+    if (buf[3] != 8) { ++failed; printf("FAIL premulsum on one rank: %g\n", buf[3]); }
+    buf[0] = 1; buf[1] = 2; buf[2] = 3; buf[3] = 4;
+    ncclGetUniqueId(&id2);
+    ncclCommInitRank(&other, 1, id2, 0);
+    expect("AllReduce(op of another comm)", ncclAllReduce(buf, buf, 4, ncclFloat, pre, other, NULL), ncclInvalidArgument, "not a reduction operation of this communicator");
+    expect("RedOpDestroy(other comm)", ncclRedOpDestroy(pre, other), ncclInvalidArgument, "not created on this communicator");
+    expect("RedOpDestroy(builtin)", ncclRedOpDestroy(ncclSum, comm), ncclInvalidArgument, "built-in");
+    expect("RedOpDestroy", ncclRedOpDestroy(pre, comm), ncclSuccess, NULL);
+    expect("AllReduce(destroyed op)", ncclAllReduce(buf, buf, 4, ncclFloat, pre, comm, NULL), ncclInvalidArgument, "not a reduction operation");
+    expect("RedOpDestroy twice", ncclRedOpDestroy(pre, comm), ncclInvalidArgument, "already destroyed");
+    ncclCommDestroy(other);
+  }
+  {
+    ncclComm_t child;
+    void* h;
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    expect("Split(NULL out)", ncclCommSplit(comm, 0, 0, NULL, NULL), ncclInvalidArgument, "newcomm is NULL");
+    expect("Split(color -5)", ncclCommSplit(comm, -5, 0, &child, NULL), ncclInvalidArgument, "color -5");
+    expect("Register(NULL handle)", ncclCommRegister(comm, buf, 16, NULL), ncclInvalidArgument, "handle is NULL");
+    expect("Register", ncclCommRegister(comm, buf, 16, &h), ncclSuccess, NULL);
+    expect("Deregister", ncclCommDeregister(comm, h), ncclSuccess, NULL);
+    expect("Deregister twice", ncclCommDeregister(comm, h), ncclInvalidArgument, "was not returned");
+    expect("SimulateEnd(NULL)", ncclGroupSimulateEnd(NULL), ncclInvalidArgument, "simInfo is NULL");
+    sim.magic = 1;
+    expect("SimulateEnd(bad magic)", ncclGroupSimulateEnd(&sim), ncclInvalidArgument, "NCCL_SIM_INFO_INITIALIZER");
+    expect("Scalable(nId 0)", ncclCommInitRankScalable(&child, 1, 0, 0, &id, NULL), ncclInvalidArgument, "nId");
+    expect("GetUniqueId(NULL comm)", ncclCommGetUniqueId(NULL, &id), ncclInvalidArgument, "ncclCommGetUniqueId");
+  }
   expect("GroupEnd without start", ncclGroupEnd(), ncclInvalidUsage, "ncclGroupEnd");
   expect("MemAlloc(NULL)", ncclMemAlloc(NULL, 16), ncclInvalidArgument, "ncclMemAlloc");
   expect("MemAlloc", ncclMemAlloc(&p, 1000), ncclSuccess, NULL);

@@ -16,6 +16,8 @@
 #include "core/config.h"
 #include "core/debug.h"
 #include "core/param.h"
+#include "coll/tree.h"
+#include "coll/tuner.h"
 #include "device/host_reduce.h"
 
 namespace {
@@ -218,32 +220,137 @@ TEST(config_read_by_size_from_old_headers) {
   CHECK_EQ(readConfig(cfg, &c), ncclInvalidArgument);
 }
 
+// The kernels of one (datatype, op), or a failed check when there are none.
+ReduceKernels kernels(ncclDataType_t t, OpKind op) {
+  ReduceKernels k{};
+  CHECK(hostKernels(t, op, &k));
+  return k;
+}
+
 TEST(host_reduce) {
   int8_t a8[3] = {127, -128, 5}, b8[3] = {1, -1, 6}, d8[3];
-  hostReduceFn(ncclInt8, ncclSum)(d8, a8, b8, 3);
+  kernels(ncclInt8, OpKind::Sum).combine(d8, a8, b8, 3, nullptr);
   CHECK_EQ(static_cast<int>(d8[0]), -128);  // wraps, as NCCL's kernels do
   CHECK_EQ(static_cast<int>(d8[1]), 127);
   CHECK_EQ(static_cast<int>(d8[2]), 11);
   int32_t a[4] = {1, -5, 7, std::numeric_limits<int32_t>::max()}, b[4] = {2, 3, -9, 2}, d[4];
-  hostReduceFn(ncclInt32, ncclMax)(d, a, b, 4);
+  kernels(ncclInt32, OpKind::Max).combine(d, a, b, 4, nullptr);
   CHECK_EQ(d[0], 2);
   CHECK_EQ(d[1], 3);
   CHECK_EQ(d[2], 7);
-  hostReduceFn(ncclInt32, ncclMin)(d, a, b, 4);
+  kernels(ncclInt32, OpKind::Min).combine(d, a, b, 4, nullptr);
   CHECK_EQ(d[1], -5);
-  hostReduceFn(ncclInt32, ncclProd)(d, a, b, 4);
+  kernels(ncclInt32, OpKind::Prod).combine(d, a, b, 4, nullptr);
   CHECK_EQ(d[2], -63);
   CHECK_EQ(d[3], -2);  // INT32_MAX * 2 wraps
   double x[2] = {0.5, 1e300}, y[2] = {0.25, 1e300}, z[2];
-  hostReduceFn(ncclFloat64, ncclSum)(z, x, y, 2);
+  kernels(ncclFloat64, OpKind::Sum).combine(z, x, y, 2, nullptr);
   CHECK_EQ(z[0], 0.75);
   uint64_t u[1] = {~0ull}, v[1] = {2}, w[1];
-  hostReduceFn(ncclUint64, ncclSum)(w, u, v, 1);
+  kernels(ncclUint64, OpKind::Sum).combine(w, u, v, 1, nullptr);
   CHECK_EQ(w[0], 1u);
-  CHECK(hostReduceFn(ncclFloat16, ncclSum) == nullptr);  // not yet supported: the API reports it
-  CHECK(hostReduceFn(ncclFloat32, ncclAvg) == nullptr);
   CHECK_EQ(typeSize(ncclBfloat16), 2u);
   CHECK_EQ(typeSize(static_cast<ncclDataType_t>(99)), 0u);
+}
+
+TEST(premulsum_and_postdiv) {
+  Scalar s;
+  s.f = 0.25;
+  float local[3] = {4, 8, -2}, peer[3] = {1, 1, 1}, out[3];
+  ReduceKernels k = kernels(ncclFloat32, OpKind::PreMulSum);
+  k.prepare(out, local, 3, &s);  // the first hop sends scalar * local
+  CHECK_EQ(out[0], 1.0f);
+  CHECK_EQ(out[2], -0.5f);
+  k.combine(out, peer, local, 3, &s);  // peer + scalar * local
+  CHECK_EQ(out[1], 3.0f);
+  k.merge(out, peer, out, 3, &s);  // two partials: a plain sum
+  CHECK_EQ(out[1], 4.0f);
+  Scalar div;
+  div.i = 3;
+  int32_t sum[3] = {9, 10, -7};
+  ReduceKernels avg = kernels(ncclInt32, OpKind::SumPostDiv);
+  CHECK(avg.prepare == nullptr);
+  avg.finish(sum, 3, &div);  // integer average divides after the sum (truncating, as C does)
+  CHECK_EQ(sum[0], 3);
+  CHECK_EQ(sum[1], 3);
+  CHECK_EQ(sum[2], -2);
+  ReduceKernels none{};
+  CHECK(!hostKernels(ncclFloat32, OpKind::SumPostDiv, &none));  // float avg is PreMulSum(1/n)
+}
+
+TEST(double_binary_tree_shape) {
+  for (int n = 1; n <= 17; ++n) {
+    for (int t = 0; t < 2; ++t) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        TreeLinks l = treeLinks(n, r, t);
+        if (l.parent < 0) ++roots;
+        else {  // my parent lists me as a child
+          TreeLinks p = treeLinks(n, l.parent, t);
+          CHECK(p.children[0] == r || p.children[1] == r);
+        }
+        for (int c : l.children)
+          if (c >= 0) CHECK_EQ(treeLinks(n, c, t).parent, r);
+        int hops = 0, x = r;  // walking up reaches the root: no cycles
+        while (x >= 0 && hops <= n) { x = treeLinks(n, x, t).parent; ++hops; }
+        CHECK(hops <= n);
+      }
+      CHECK_EQ(roots, 1);
+    }
+    if (n >= 4) {  // the two trees differ: some leaf of tree 0 is an inner node of tree 1
+      bool differ = false;
+      for (int r = 0; r < n; ++r) {
+        TreeLinks a = treeLinks(n, r, 0), b = treeLinks(n, r, 1);
+        if (a.children[0] < 0 && a.children[1] < 0 && (b.children[0] >= 0 || b.children[1] >= 0)) differ = true;
+      }
+      CHECK(differ);
+    }
+  }
+}
+
+TEST(nccl_algo_syntax) {
+  const int ar = static_cast<int>(CollKind::AllReduce), bc = static_cast<int>(CollKind::Broadcast);
+  AlgoMask m;
+  std::string err;
+  CHECK(parseAlgoSpec("ring", &m, &err));
+  CHECK(m.ring[ar] && !m.tree[ar]);
+  m = AlgoMask();
+  CHECK(parseAlgoSpec("^tree", &m, &err));
+  CHECK(m.ring[ar] && !m.tree[ar]);
+  m = AlgoMask();
+  CHECK(parseAlgoSpec("allreduce:tree;broadcast:ring", &m, &err));
+  CHECK(!m.ring[ar] && m.tree[ar]);
+  CHECK(m.ring[bc] && !m.tree[bc]);
+  m = AlgoMask();
+  CHECK(parseAlgoSpec("Tree,RING", &m, &err));  // case-insensitive, as NCCL
+  CHECK(m.ring[ar] && m.tree[ar]);
+  m = AlgoMask();
+  CHECK(parseAlgoSpec("nvls", &m, &err));  // a known algorithm ACCL lacks: nothing left
+  CHECK(!m.ring[ar] && !m.tree[ar]);
+  CHECK(!parseAlgoSpec("bogus", &m, &err));
+  CHECK(err.find("bogus") != std::string::npos);
+  CHECK(!parseAlgoSpec("allreduce:bogus", &m, &err));
+  CHECK(!parseAlgoSpec("allgarther:ring", &m, &err));
+  CHECK(parseProtoSpec("LL128,Simple", &err));
+  CHECK(parseProtoSpec("^LL", &err));
+  CHECK(parseProtoSpec("allreduce:simple", &err));
+  CHECK(!parseProtoSpec("fast", &err));
+}
+
+TEST(tuner_model) {
+  // More bytes never predict less time; tree wins small messages on many ranks,
+  // ring wins large ones (it moves 2(n-1)/n S per link against the tree's S... at lower latency cost).
+  for (int n : {2, 5, 16}) {
+    double last = 0;
+    for (size_t b = 8; b <= (1u << 28); b *= 4) {
+      double t = predictUs(CollKind::AllReduce, Algo::Ring, b, n, 1);
+      CHECK(t >= last);
+      last = t;
+    }
+  }
+  CHECK(predictUs(CollKind::AllReduce, Algo::Tree, 8, 16, 1) < predictUs(CollKind::AllReduce, Algo::Ring, 8, 16, 1));
+  CHECK(predictUs(CollKind::AllReduce, Algo::Ring, 1 << 28, 2, 1) <= predictUs(CollKind::AllReduce, Algo::Tree, 1 << 28, 2, 1));
+  CHECK(predictUs(CollKind::AllReduce, Algo::Ring, 1 << 20, 4, 2) > predictUs(CollKind::AllReduce, Algo::Ring, 1 << 20, 4, 1));
 }
 
 }  // namespace

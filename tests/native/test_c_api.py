@@ -98,3 +98,36 @@ def test_bad_socket_family_is_a_clear_error(c_program):
     p = run(c_program("allreduce_c"), 1, 10, env={"NCCL_SOCKET_FAMILY": "AF_UNIX"})
     assert p.returncode != 0
     assert "NCCL_SOCKET_FAMILY=AF_UNIX is not AF_INET or AF_INET6" in p.stderr + p.stdout
+
+
+def _all_ranks_pass(p, nranks):
+    lines = [l for l in p.stdout.splitlines() if re.match(r"rank \d+: \d+ passed, \d+ failed", l)]
+    return p.returncode == 0 and len(lines) == nranks and all(l.endswith(" 0 failed") for l in lines)
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
+def test_every_collective_from_c(c_program, nranks):
+    p = run(c_program("collectives"), nranks, 1001)
+    assert _all_ranks_pass(p, nranks), p.stdout + p.stderr[-3000:]
+
+
+# One FIFO slot is NCCL_BUFFSIZE/8 = 512 KiB = 131072 int32: around it, and many slots.
+@pytest.mark.parametrize("count", [0, 1, 131071, 131072, 131073, 400001])
+@pytest.mark.parametrize("env", [{}, {"NCCL_SHM_DISABLE": "1"}, {"NCCL_ALGO": "allreduce:tree"},
+                                 {"NCCL_BUFFSIZE": "32768"}], ids=["shm", "sockets", "tree", "small-fifo"])
+def test_every_collective_from_c_sizes(c_program, count, env):
+    p = run(c_program("collectives"), 3, count, env=env)
+    assert _all_ranks_pass(p, 3), p.stdout + p.stderr[-3000:]
+
+
+def test_unknown_nccl_algo_token_fails_init(c_program):
+    p = run(c_program("allreduce_c"), 2, 10, env={"NCCL_ALGO": "ring,warp"})
+    assert p.returncode != 0
+    assert "NCCL_ALGO: unknown token 'warp'" in p.stderr
+
+
+def test_nccl_algo_leaving_no_algorithm_is_invalid_usage(c_program):
+    # As NCCL: NCCL_ALGO=tree leaves broadcast without an algorithm.
+    p = run(c_program("collectives"), 2, 10, env={"NCCL_ALGO": "tree"})
+    assert p.returncode != 0
+    assert "no algorithm available for Broadcast: NCCL_ALGO=tree" in p.stdout + p.stderr

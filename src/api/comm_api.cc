@@ -1,0 +1,138 @@
+// Communicators made from others or from several ids: ncclCommSplit,
+// ncclCommInitRankScalable, ncclCommGetUniqueId; and buffer registration.
+#include "api/api.h"
+#include "api/init_common.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "core/group.h"
+#include "core/split.h"
+
+extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                      ncclConfig_t* config) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(acclCheckComm(comm, "ncclCommSplit"));
+  if (!newcomm) {
+    WARN("ncclCommSplit: newcomm is NULL");
+    return ncclInvalidArgument;
+  }
+  *newcomm = nullptr;
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    WARN("ncclCommSplit: color %d is negative (use a color >= 0, or NCCL_SPLIT_NOCOLOR)", color);
+    return ncclInvalidArgument;
+  }
+  if (!comm->initDone.load() || comm->asyncError.load() != ncclSuccess) {
+    WARN("ncclCommSplit (%s, rank %d): the parent communicator is not ready or has failed", comm->name.c_str(),
+         comm->rank);
+    return ncclInvalidUsage;
+  }
+  accl::CommConfig cfg = comm->config;  // NULL config: the parent's (as NCCL)
+  if (config) NCCLCHECK(accl::readConfig(config, &cfg));
+  if (color == NCCL_SPLIT_NOCOLOR) {  // takes part in the exchange, gets no communicator
+    auto job = [comm, key] {
+      accl::CommUse use(comm);
+      return accl::commSplit(comm, NCCL_SPLIT_NOCOLOR, key, nullptr);
+    };
+    if (accl::groupActive()) {
+      accl::groupEnqueueInit(job);
+      return ncclSuccess;
+    }
+    return job();
+  }
+  auto* child = new ncclComm();
+  child->config = cfg;
+  return acclStartInit(
+      child,
+      [comm, color, key, child] {
+        accl::CommUse use(comm);
+        return accl::commSplit(comm, color, key, child);
+      },
+      newcomm);
+  ACCL_API_GUARD_END("ncclCommSplit")
+}
+NCCL_API_ALIAS(ncclCommSplit)
+
+extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                 ncclUniqueId* commIds, ncclConfig_t* config) {
+  ACCL_API_GUARD_BEGIN
+  if (!newcomm || !commIds) {
+    WARN("ncclCommInitRankScalable: %s is NULL", newcomm ? "commIds" : "newcomm");
+    return ncclInvalidArgument;
+  }
+  *newcomm = nullptr;
+  if (nId < 1) {
+    WARN("ncclCommInitRankScalable: nId = %d must be at least 1", nId);
+    return ncclInvalidArgument;
+  }
+  if (nranks < 1 || myrank < 0 || myrank >= nranks) {
+    WARN("ncclCommInitRankScalable: rank %d of nranks %d is invalid", myrank, nranks);
+    return ncclInvalidArgument;
+  }
+  std::vector<accl::UniqueIdLayout> ids(nId);
+  for (int k = 0; k < nId; ++k) {
+    memcpy(&ids[k], commIds[k].internal, sizeof(ids[k]));
+    if (!accl::uniqueIdValid(ids[k])) {
+      WARN("ncclCommInitRankScalable: commIds[%d] was not made by ncclGetUniqueId", k);
+      return ncclInvalidArgument;
+    }
+  }
+  accl::CommConfig cfg;
+  NCCLCHECK(accl::readConfig(config, &cfg));
+  NCCLCHECK(acclCheckMode("ncclCommInitRankScalable"));
+  // ACCL's rendezvous handles thousands of ranks on one root: every rank uses
+  // commIds[0], and the roots of the other ids are released (rank k mod nranks
+  // releases id k) so that none of them lingers.
+  for (int k = 1; k < nId; ++k)
+    if (k % nranks == myrank && memcmp(&ids[k].root, &ids[0].root, sizeof(ids[0].root)) != 0)
+      accl::releaseRoot(ids[k]);
+  auto* comm = new ncclComm();
+  comm->config = cfg;
+  comm->rank = myrank;
+  comm->nranks = nranks;
+  accl::UniqueIdLayout id = ids[0];
+  return acclStartInit(comm, [comm, id, nranks, myrank] { return accl::commInit(comm, id, nranks, myrank); },
+                       newcomm);
+  ACCL_API_GUARD_END("ncclCommInitRankScalable")
+}
+NCCL_API_ALIAS(ncclCommInitRankScalable)
+
+extern "C" ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(acclCheckComm(comm, "ncclCommGetUniqueId"));
+  return pncclGetUniqueId(uniqueId);
+  ACCL_API_GUARD_END("ncclCommGetUniqueId")
+}
+NCCL_API_ALIAS(ncclCommGetUniqueId)
+
+extern "C" ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(acclCheckComm(comm, "ncclCommRegister"));
+  if (!handle || (!buff && size > 0)) {
+    WARN("ncclCommRegister: %s is NULL", handle ? "buff" : "handle");
+    return ncclInvalidArgument;
+  }
+  // Host mode copies through connection FIFOs, so registration only records the
+  // buffer; the handle is checked on deregistration.
+  auto* reg = new accl::Registration{buff, size};
+  comm->registrations.insert(reg);
+  *handle = reg;
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclCommRegister")
+}
+NCCL_API_ALIAS(ncclCommRegister)
+
+extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(acclCheckComm(comm, "ncclCommDeregister"));
+  auto* reg = static_cast<accl::Registration*>(handle);
+  if (!comm->registrations.erase(reg)) {
+    WARN("ncclCommDeregister: handle %p was not returned by ncclCommRegister on this communicator "
+         "(or was already deregistered)", handle);
+    return ncclInvalidArgument;
+  }
+  delete reg;
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclCommDeregister")
+}
+NCCL_API_ALIAS(ncclCommDeregister)

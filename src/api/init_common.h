@@ -1,0 +1,15 @@
+// Shared by the entry points that create communicators (init_api.cc, comm_api.cc).
+#pragma once
+
+#include <functional>
+
+#include "core/comm.h"
+
+// Hands `comm` out through *out and runs `job` (the init) the way the context asks:
+// queued inside a group, on a thread for a non-blocking config (ncclInProgress),
+// or now (a failed blocking init frees the comm and sets *out = NULL).
+ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out);
+// ncclInvalidArgument + WARN unless comm is a live communicator.
+ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn);
+// ncclInvalidUsage + WARN for an ACCL_MODE this build cannot run.
+ncclResult_t acclCheckMode(const char* fn);

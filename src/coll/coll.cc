@@ -1,0 +1,49 @@
+// Dispatch: the op's Reducer, the tuner's algorithm, the algorithm.
+#include "coll/coll.h"
+
+#include "coll/tuner.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/redop.h"
+
+namespace accl {
+
+bool isP2p(CollKind k) { return k == CollKind::Send || k == CollKind::Recv; }
+
+const char* collName(CollKind k) {
+  switch (k) {
+    case CollKind::AllReduce: return "AllReduce";
+    case CollKind::Broadcast: return "Broadcast";
+    case CollKind::Reduce: return "Reduce";
+    case CollKind::AllGather: return "AllGather";
+    case CollKind::ReduceScatter: return "ReduceScatter";
+    case CollKind::Send: return "Send";
+    case CollKind::Recv: return "Recv";
+  }
+  return "?";
+}
+
+ncclResult_t runCollective(const CollArgs& a) {
+  if (isP2p(a.kind)) return runP2p(a.comm, {a});
+  Reducer red;
+  const bool reduces = a.kind == CollKind::AllReduce || a.kind == CollKind::Reduce ||
+                       a.kind == CollKind::ReduceScatter;
+  if (reduces) NCCLCHECK(resolveOp(a.comm, a.op, a.type, a.opName, &red));
+  Algo algo = chooseAlgo(a);
+  if (algo == Algo::Default) {
+    WARN("%s: no algorithm available for %s: NCCL_ALGO=%s allows none that ACCL has (ring%s)", a.opName,
+         collName(a.kind), paramString(Param::Algo), a.kind == CollKind::AllReduce ? ", tree" : "");
+    return ncclInvalidUsage;
+  }
+  TRACE(kColl, "%s count %zu %s algo %s", a.opName, a.count, typeName(a.type), algo == Algo::Tree ? "tree" : "ring");
+  switch (a.kind) {
+    case CollKind::AllReduce: return algo == Algo::Tree ? treeAllReduce(a, red) : ringAllReduce(a, red);
+    case CollKind::Broadcast: return ringBroadcast(a);
+    case CollKind::Reduce: return ringReduce(a, red);
+    case CollKind::AllGather: return ringAllGather(a);
+    case CollKind::ReduceScatter: return ringReduceScatter(a, red);
+    default: return ncclInternalError;
+  }
+}
+
+}  // namespace accl

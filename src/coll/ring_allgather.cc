@@ -1,0 +1,38 @@
+// Ring allgather: each rank's block travels n-1 hops around the ring; every
+// rank copies each block into its place as it forwards it.
+#include <algorithm>
+#include <cstring>
+
+#include "coll/coll.h"
+#include "coll/primitives.h"
+#include "core/check.h"
+#include "core/comm.h"
+
+namespace accl {
+
+ncclResult_t ringAllGather(const CollArgs& a) {
+  ncclComm* comm = a.comm;
+  const size_t blockBytes = a.count * typeSize(a.type);
+  const int n = comm->nranks;
+  const char* src = static_cast<const char*>(a.sendbuff);
+  char* dst = static_cast<char*>(a.recvbuff);
+  Ring& ring = comm->ring;
+  char* mine = dst + static_cast<size_t>(comm->rank) * blockBytes;
+  if (src != mine) memcpy(mine, src, blockBytes);  // in place: sendbuff is already our block
+  if (n == 1) return ncclSuccess;
+  Reducer none;
+  Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), &none, 1);
+  const int pos = ring.position;
+  auto blockOf = [&](int k) { return ring.order[(pos + n - k) % n]; };  // rank whose block moves at step k
+  const size_t chunk = prims.maxChunkBytes();
+  for (size_t off = 0; off < blockBytes; off += chunk) {
+    size_t len = std::min(chunk, blockBytes - off);
+    NCCLCHECK(prims.sendCopy(mine + off, len));
+    for (int k = 1; k < n - 1; ++k)
+      NCCLCHECK(prims.recvCopySend(dst + static_cast<size_t>(blockOf(k)) * blockBytes + off, len));
+    NCCLCHECK(prims.recv(dst + static_cast<size_t>(blockOf(n - 1)) * blockBytes + off, len));
+  }
+  return ncclSuccess;
+}
+
+}  // namespace accl

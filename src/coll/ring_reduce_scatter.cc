@@ -1,0 +1,42 @@
+// Ring reduce-scatter: block b (destined for the rank at ring position b)
+// starts at position b+1 and accumulates every rank's input over n-1 hops,
+// ending complete at its owner.
+#include <algorithm>
+#include <cstring>
+
+#include "coll/coll.h"
+#include "coll/primitives.h"
+#include "core/check.h"
+#include "core/comm.h"
+
+namespace accl {
+
+ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red) {
+  ncclComm* comm = a.comm;
+  const size_t esize = typeSize(a.type);
+  const size_t blockBytes = a.count * esize;
+  const int n = comm->nranks;
+  const char* src = static_cast<const char*>(a.sendbuff);
+  char* dst = static_cast<char*>(a.recvbuff);
+  Ring& ring = comm->ring;
+  if (n == 1) {
+    red.prepare(dst, src, a.count, esize);
+    red.finish(dst, a.count);
+    return ncclSuccess;
+  }
+  Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), &red, esize);
+  const int pos = ring.position;
+  auto input = [&](int k) {  // our input block for the block moving at step k
+    return src + static_cast<size_t>(ring.order[(pos + n - k) % n]) * blockBytes;
+  };
+  const size_t chunk = prims.maxChunkBytes() / esize * esize;
+  for (size_t off = 0; off < blockBytes; off += chunk) {
+    size_t len = std::min(chunk, blockBytes - off);
+    NCCLCHECK(prims.send(input(1) + off, len));
+    for (int k = 2; k < n; ++k) NCCLCHECK(prims.recvReduceSend(input(k) + off, len));
+    NCCLCHECK(prims.recvReduceCopy(input(0) + off, dst + off, len));
+  }
+  return ncclSuccess;
+}
+
+}  // namespace accl

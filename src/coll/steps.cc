@@ -1,0 +1,106 @@
+#include "coll/steps.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "core/check.h"
+#include "core/comm.h"
+
+namespace accl {
+namespace {
+
+uint64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Steps::Steps(ncclComm* comm, const char* opName)
+    : comm_(comm), op_(opName), deadline_(&comm->abortFlag), lastPeerCheck_(nowMs()) {}
+
+ncclResult_t Steps::fail(Connection* c, ncclResult_t err, const char* why) {
+  const PeerInfo& p = comm_->peers[c->peer];
+  WARN("%s (%s, rank %d of %d, op #%llu): %s rank %d (pid %d on %s, via %s) %s", op_, comm_->name.c_str(),
+       comm_->rank, comm_->nranks, static_cast<unsigned long long>(comm_->opCount),
+       c->isSend ? "sending to" : "receiving from", c->peer, p.pid, p.hostname, c->kind, why);
+  commSetError(comm_, err);
+  return err;
+}
+
+ncclResult_t Steps::check(Connection* c) {
+  if (comm_->abortFlag.load(std::memory_order_relaxed)) {
+    int async = comm_->asyncError.load();
+    if (async != ncclSuccess && async != ncclInProgress) return static_cast<ncclResult_t>(async);
+    WARN("%s (%s, rank %d): communicator was aborted", op_, comm_->name.c_str(), comm_->rank);
+    return ncclInvalidUsage;
+  }
+  FifoCtrl* ctrl = c->fifo.ctrl;
+  if (ctrl->abort.load(std::memory_order_relaxed)) {
+    int root = ctrl->failedRank.load();
+    char why[128];
+    if (root >= 0 && root != c->peer)
+      snprintf(why, sizeof(why), "failed: the peer stopped because rank %d failed", root);
+    else if (root == c->peer)
+      snprintf(why, sizeof(why), "failed: the peer aborted");
+    else
+      snprintf(why, sizeof(why), "failed: the peer reported an error");
+    comm_->failedRank.store(root >= 0 ? root : c->peer);
+    return fail(c, ncclRemoteError, why);
+  }
+  if (ctrl->peerGone.load(std::memory_order_relaxed)) {
+    comm_->failedRank.store(c->peer);
+    return fail(c, ncclRemoteError, "failed: connection closed (peer process died or destroyed its communicator)");
+  }
+  uint64_t now = nowMs();
+  if (c->peerPid > 0 && now - lastPeerCheck_ >= static_cast<uint64_t>(paramInt(Param::PeerCheckMs))) {
+    lastPeerCheck_ = now;
+    if (!processAlive(c->peerPid)) {
+      comm_->failedRank.store(c->peer);
+      return fail(c, ncclRemoteError, "failed: the peer process has died");
+    }
+  }
+  if (deadline_.expired()) return fail(c, ncclTimeout, "timed out (ACCL_TIMEOUT)");
+  return ncclSuccess;
+}
+
+ncclResult_t Steps::recvSlot(Connection* c, size_t bytes, const char** data) {
+  uint32_t got = c->fifo.ctrl->bytes[c->step % kSlots];
+  if (got != bytes) {
+    char why[160];
+    snprintf(why, sizeof(why),
+             "sent %u bytes where %zu were expected (do all ranks call the same operations with the same counts?)",
+             got, bytes);
+    return fail(c, ncclInvalidUsage, why);
+  }
+  *data = c->fifo.slot(c->step);
+  return ncclSuccess;
+}
+
+ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
+  Backoff b;
+  while (!recvReady(c)) {
+    if (b.checkNow()) NCCLCHECK(check(c));
+    b.pause();
+  }
+  return recvSlot(c, bytes, data);
+}
+
+ncclResult_t Steps::waitSend(Connection* c, char** slot) {
+  Backoff b;
+  while (!sendReady(c)) {
+    if (b.checkNow()) NCCLCHECK(check(c));
+    b.pause();
+  }
+  *slot = c->fifo.slot(c->step);
+  return ncclSuccess;
+}
+
+void Steps::post(Connection* c, size_t bytes) {
+  c->fifo.ctrl->bytes[c->step % kSlots] = static_cast<uint32_t>(bytes);
+  c->fifo.ctrl->tail.store(++c->step, std::memory_order_release);
+}
+
+void Steps::release(Connection* c) { c->fifo.ctrl->head.store(++c->step, std::memory_order_release); }
+
+}  // namespace accl

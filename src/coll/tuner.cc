@@ -1,0 +1,156 @@
+#include "coll/tuner.h"
+
+#include <strings.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "core/check.h"
+#include "core/comm.h"
+
+namespace accl {
+namespace {
+
+// Host-mode constants (measured on a 2-core machine; see docs/tuning.md).
+struct LinkModel {
+  double alphaUs;  // per hop: a wait, a wake-up, a slot hand-over
+  double gbps;     // sustained copy/reduce bandwidth through one connection
+};
+constexpr LinkModel kShmLink = {1.5, 6.0};
+constexpr LinkModel kNetLink = {12.0, 2.0};
+
+const char* const kCollTokens[7] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "send", "recv"};
+// Algorithm names NCCL knows; those ACCL does not have are accepted and simply never available.
+const char* const kAlgoTokens[] = {"ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"};
+const char* const kProtoTokens[] = {"ll", "ll128", "simple"};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    size_t next = s.find(sep, pos);
+    out.push_back(s.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    if (next == std::string::npos) return out;
+    pos = next + 1;
+  }
+}
+
+std::string trim(std::string s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+template <size_t N>
+int tokenIndex(const char* const (&tokens)[N], const std::string& t) {
+  for (size_t i = 0; i < N; ++i)
+    if (strcasecmp(tokens[i], t.c_str()) == 0) return static_cast<int>(i);
+  return -1;
+}
+
+// Shared grammar of NCCL_ALGO and NCCL_PROTO: [coll:]list[;coll:list...], list = [^]tok[,tok...].
+template <size_t N>
+bool parseSpec(const char* spec, const char* const (&tokens)[N], const char* what,
+               std::vector<std::set<int>>* enabled /* per coll, may be null */, std::string* error) {
+  if (!spec || !*spec) return true;
+  for (const std::string& part0 : split(spec, ';')) {
+    std::string part = trim(part0);
+    if (part.empty()) continue;
+    std::vector<int> colls;
+    size_t colon = part.find(':');
+    if (colon != std::string::npos) {
+      int c = tokenIndex(kCollTokens, trim(part.substr(0, colon)));
+      if (c < 0) {
+        *error = std::string(what) + ": unknown collective '" + trim(part.substr(0, colon)) + "'";
+        return false;
+      }
+      colls.push_back(c);
+      part = trim(part.substr(colon + 1));
+    } else {
+      for (int c = 0; c < 7; ++c) colls.push_back(c);
+    }
+    bool exclude = !part.empty() && part[0] == '^';
+    if (exclude) part = part.substr(1);
+    std::set<int> listed;
+    for (const std::string& tok0 : split(part, ',')) {
+      std::string tok = trim(tok0);
+      int t = tokenIndex(tokens, tok);
+      if (t < 0) {
+        *error = std::string(what) + ": unknown token '" + tok + "'";
+        return false;
+      }
+      listed.insert(t);
+    }
+    if (enabled) {
+      for (int c : colls) {
+        std::set<int>& e = (*enabled)[c];
+        if (exclude) {
+          for (int t : listed) e.erase(t);
+        } else {
+          e = listed;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+double log2ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(n))); }
+
+}  // namespace
+
+bool parseAlgoSpec(const char* spec, AlgoMask* out, std::string* error) {
+  std::vector<std::set<int>> enabled(7, std::set<int>{0, 1, 2, 3, 4, 5, 6});
+  if (!parseSpec(spec, kAlgoTokens, "NCCL_ALGO", &enabled, error)) return false;
+  for (int c = 0; c < 7; ++c) {
+    out->ring[c] = enabled[c].count(0) > 0;
+    out->tree[c] = enabled[c].count(1) > 0;
+  }
+  return true;
+}
+
+bool parseProtoSpec(const char* spec, std::string* error) {
+  return parseSpec(spec, kProtoTokens, "NCCL_PROTO", nullptr, error);
+}
+
+double predictUs(CollKind kind, Algo algo, size_t bytes, int n, int nhosts) {
+  if (n <= 1) return 0.5;
+  // The slowest link of a ring or tree that spans hosts is a network link.
+  const LinkModel& l = nhosts > 1 ? kNetLink : kShmLink;
+  const double perByteUs = 1e-3 / l.gbps;  // us per byte
+  const double s = static_cast<double>(bytes);
+  switch (kind) {
+    case CollKind::AllReduce:
+      if (algo == Algo::Tree)  // up then down both trees, pipelined: latency of 2 x depth, each rank moves ~S
+        return 2 * log2ceil(n) * l.alphaUs + s * perByteUs;
+      return 2 * (n - 1) * l.alphaUs + 2.0 * (n - 1) / n * s * perByteUs;
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:  // s is the per-rank block; n-1 blocks cross every link
+      return (n - 1) * l.alphaUs + (n - 1) * s * perByteUs;
+    case CollKind::Broadcast:
+    case CollKind::Reduce:  // pipelined chain: fill latency plus the whole buffer once
+      return (n - 1) * l.alphaUs + s * perByteUs;
+    case CollKind::Send:
+    case CollKind::Recv:
+      return l.alphaUs + s * perByteUs;
+  }
+  return 0;
+}
+
+Algo chooseAlgo(const CollArgs& a) {
+  const AlgoMask& mask = a.comm->algoMask;
+  const int c = static_cast<int>(a.kind);
+  const bool treeOk = a.kind == CollKind::AllReduce && mask.tree[c];
+  const bool ringOk = mask.ring[c];
+  if (!ringOk && !treeOk) return Algo::Default;
+  if (!treeOk) return Algo::Ring;
+  if (!ringOk) return Algo::Tree;
+  size_t bytes = a.count * typeSize(a.type);
+  return predictUs(a.kind, Algo::Tree, bytes, a.comm->nranks, a.comm->nhosts) <
+                 predictUs(a.kind, Algo::Ring, bytes, a.comm->nranks, a.comm->nhosts)
+             ? Algo::Tree
+             : Algo::Ring;
+}
+
+}  // namespace accl

@@ -1,0 +1,33 @@
+// Which algorithm runs a collective: an alpha-beta cost model (time = hops x
+// latency + bytes on the busiest link / bandwidth) per algorithm, restricted by
+// NCCL_ALGO. The model and its constants are in docs/tuning.md; acclTunerPredict
+// exposes the predictions (Python: accl.tuner).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "coll/coll.h"
+
+namespace accl {
+
+// The algorithms NCCL_ALGO may enable, per collective (NCCL's token names).
+struct AlgoMask {
+  bool ring[7] = {true, true, true, true, true, true, true};  // indexed by CollKind
+  bool tree[7] = {true, true, true, true, true, true, true};
+};
+
+// Parses NCCL_ALGO / NCCL_PROTO with NCCL's syntax ("ring,tree", "^tree",
+// "allreduce:tree;broadcast:ring"). false + *error for an unknown token.
+bool parseAlgoSpec(const char* spec, AlgoMask* out, std::string* error);
+bool parseProtoSpec(const char* spec, std::string* error);
+
+// Predicted microseconds for kind/algo moving `bytes` (the call's own size:
+// per-rank count x element size) over nranks ranks spread across nhosts hosts.
+double predictUs(CollKind kind, Algo algo, size_t bytes, int nranks, int nhosts);
+
+// The algorithm for this call on this communicator (checks NCCL_ALGO); Default
+// (with a WARN) if NCCL_ALGO leaves none available.
+Algo chooseAlgo(const CollArgs& a);
+
+}  // namespace accl
