@@ -46,8 +46,9 @@ static int runRank(ncclUniqueId id, size_t count) {
   ncclComm_t comm, half;
   int root, peer;
   size_t i, n = (size_t)nranks;
-  int32_t* in = malloc(count * n * sizeof(int32_t));
-  int32_t* out = malloc(count * n * sizeof(int32_t));
+  /* n blocks of count, and at least two (the send/recv test uses two output blocks) */
+  int32_t* in = malloc(count * (n + 1) * sizeof(int32_t));
+  int32_t* out = malloc(count * (n + 1) * sizeof(int32_t));
   int32_t scalar = 3;
   ncclRedOp_t pre;
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
