@@ -13,7 +13,7 @@
 namespace accl {
 namespace {
 
-// Host-mode constants (measured on a 2-core machine; see docs/tuning.md).
+// Host-mode constants: rough fits to 2-4 ranks on a 2-core machine (docs/tuning.md).
 struct LinkModel {
   double alphaUs;  // per hop: a wait, a wake-up, a slot hand-over
   double gbps;     // sustained copy/reduce bandwidth through one connection
@@ -122,8 +122,11 @@ double predictUs(CollKind kind, Algo algo, size_t bytes, int n, int nhosts) {
   const double s = static_cast<double>(bytes);
   switch (kind) {
     case CollKind::AllReduce:
-      if (algo == Algo::Tree)  // up then down both trees, pipelined: latency of 2 x depth, each rank moves ~S
-        return 2 * log2ceil(n) * l.alphaUs + s * perByteUs;
+      // Double binary tree: up then down, so latency grows with 2 x depth, and each
+      // level hands over two trees' chunks one after the other (2 alpha); an inner
+      // node takes two children's halves and forwards to two: about 2S per rank
+      // through its links, against the ring's 2(n-1)/n S.
+      if (algo == Algo::Tree) return 4 * log2ceil(n) * l.alphaUs + 2.0 * s * perByteUs;
       return 2 * (n - 1) * l.alphaUs + 2.0 * (n - 1) / n * s * perByteUs;
     case CollKind::AllGather:
     case CollKind::ReduceScatter:  // s is the per-rank block; n-1 blocks cross every link

@@ -1,7 +1,7 @@
 // Which algorithm runs a collective: an alpha-beta cost model (time = hops x
 // latency + bytes on the busiest link / bandwidth) per algorithm, restricted by
-// NCCL_ALGO. The model and its constants are in docs/tuning.md; acclTunerPredict
-// exposes the predictions (Python: accl.tuner).
+// NCCL_ALGO. The model and its constants are in docs/tuning.md;
+// acclTunerPredict/acclTunerChoose (accl.h) expose it.
 #pragma once
 
 #include <cstddef>

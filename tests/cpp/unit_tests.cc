@@ -338,8 +338,8 @@ TEST(nccl_algo_syntax) {
 }
 
 TEST(tuner_model) {
-  // More bytes never predict less time; tree wins small messages on many ranks,
-  // ring wins large ones (it moves 2(n-1)/n S per link against the tree's S... at lower latency cost).
+  // More bytes never predict less time; the tree's log-depth latency wins small
+  // messages on many ranks, the ring's lower per-byte cost wins large ones.
   for (int n : {2, 5, 16}) {
     double last = 0;
     for (size_t b = 8; b <= (1u << 28); b *= 4) {
