@@ -131,3 +131,11 @@ def test_nccl_algo_leaving_no_algorithm_is_invalid_usage(c_program):
     p = run(c_program("collectives"), 2, 10, env={"NCCL_ALGO": "tree"})
     assert p.returncode != 0
     assert "no algorithm available for Broadcast: NCCL_ALGO=tree" in p.stdout + p.stderr
+
+
+@pytest.mark.timeout(180)
+def test_sixteen_ranks_on_two_cores(c_program):
+    # 16 processes on this 2-core machine: every collective, smaller FIFOs (256 KiB per connection).
+    p = run(c_program("collectives"), 16, 4099, env={"NCCL_BUFFSIZE": "262144", "NCCL_ALGO": "allreduce:tree,ring"},
+            timeout=150)
+    assert _all_ranks_pass(p, 16), p.stdout[-3000:] + p.stderr[-3000:]
