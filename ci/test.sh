@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 
 "$PY" -m pip install -q --upgrade pip
 command -v cmake >/dev/null || "$PY" -m pip install -q "cmake>=3.18"
-"$PY" -m pip install -q pytest pytest-timeout numpy
+"$PY" -m pip install -q pytest pytest-timeout numpy ml_dtypes
 "$PY" -m pip install -q ".[test]"
 
 # pytest-timeout bounds every test; multi-process tests carry their own deadlines.

@@ -3,27 +3,35 @@
 #include <cstring>
 #include <type_traits>
 
+#include "device/lowp.h"
 #include "device/reduce_ops.h"
 
 namespace accl {
 namespace {
 
-// How a storage type is computed with: native types as themselves; the
-// low-precision types (ACCL_LOWP_TYPES) in float, rounded back on store.
-template <typename T, typename = void>
+// How a storage type is computed with. Every type is computed as itself: the
+// low-precision types' operators (device/lowp.h) compute in float and round
+// back the way NCCL's kernels do (fp8 through half).
+template <typename T>
 struct Arith {
   using A = T;
   static A load(T x) { return x; }
   static T store(A a) { return a; }
 };
 
-template <typename A, bool = std::is_integral<A>::value>
+// A PreMulSum scalar in the datatype: integers as given, floating types from
+// the double it was stored in (exact for a scalar of the type; T(float(1/n)) for avg, as NCCL).
+template <typename A, int Kind = std::is_integral<A>::value ? 0 : (IsLowp<A>::value ? 2 : 1)>
 struct ScalarOf {
   static A get(const Scalar* s) { return static_cast<A>(s->i); }
 };
 template <typename A>
-struct ScalarOf<A, false> {
+struct ScalarOf<A, 1> {
   static A get(const Scalar* s) { return static_cast<A>(s->f); }
+};
+template <typename A>
+struct ScalarOf<A, 2> {
+  static A get(const Scalar* s) { return fromFloat<A>(static_cast<float>(s->f)); }
 };
 
 template <typename T, template <typename> class Op>
@@ -48,6 +56,7 @@ void preMulCombineK(void* dst, const void* a, const void* b, size_t n, const Sca
   const A k = ScalarOf<A>::get(s);
   OpSum<A> add;
   OpProd<A> mul;
+  // The product is rounded to T before the sum: T(T(local * s) + peer), as NCCL.
   for (size_t i = 0; i < n; ++i) d[i] = Ar::store(add(Ar::load(x[i]), mul(Ar::load(y[i]), k)));
 }
 
@@ -100,6 +109,7 @@ bool hostKernels(ncclDataType_t type, OpKind op, ReduceKernels* out) {
   case typeEnum: return kernelsFor<ctype>(op, out);
   switch (type) {
     ACCL_NATIVE_TYPES(ACCL_TYPE_CASE)
+    ACCL_LOWP_TYPES(ACCL_TYPE_CASE)
     default: return false;
   }
 #undef ACCL_TYPE_CASE

@@ -18,7 +18,7 @@
 //  * __NV_SATFINITE: |x| beyond the largest finite value, *including
 //    infinity*, becomes +-max finite (e4m3 448 = 0x7e, e5m2 57344 = 0x7b);
 //    NaN becomes the canonical NaN 0x7f. So an e5m2 infinity does not survive
-//    a reduction (inf + 1 = 57344), exactly as on the GPU.
+//    a reduction (inf + 1 = 57344, max(inf, 0) = 57344), as in NCCL.
 //  * max/min follow __hmax/__hmin: a NaN operand is ignored (both NaN gives
 //    the canonical NaN), +0 > -0.
 //  * PreMulSum rounds the premultiplied input to T before adding (NCCL's
@@ -210,7 +210,7 @@ struct LowpArith {
 // Operators. LowpOp<T, Op> applies reduce_ops.h's Op<float> to the decoded
 // operands and stores the result as NCCL does (valid for OpSum, OpProd).
 // Max/min are specialised to __hmax/__hmin semantics and select an operand's
-// bits directly.
+// bits directly (see storeSelected for e5m2 infinities).
 template <typename T, template <typename> class Op>
 struct LowpOp {
   ACCL_HD T operator()(T a, T b) const { return roundResult<T>(Op<float>()(toFloat(a), toFloat(b))); }
@@ -222,12 +222,19 @@ ACCL_HD uint32_t orderKey(T v) {
   const uint32_t u = v.bits;
   return u ^ ((u & kSign) ? (2 * kSign - 1) : kSign);
 }
+// What storing a selected operand (max/min) does: nothing, except that NCCL
+// stores fp8 through the saturating conversion, so an e5m2 +-inf operand
+// comes out as +-57344 (0x7b/0xfb), as on the GPU.
+template <typename T> ACCL_HD T storeSelected(T v) { return v; }
+template <> ACCL_HD fp8e5m2_t storeSelected<fp8e5m2_t>(fp8e5m2_t v) {
+  return fp8e5m2_t{static_cast<uint8_t>(v.bits - ((v.bits & 0x7fu) == 0x7cu))};
+}
 template <typename T>
 struct LowpOp<T, OpMax> {
   ACCL_HD T operator()(T a, T b) const {
     const bool na = isNan(a), nb = isNan(b);
     const T m = orderKey(a) >= orderKey(b) ? a : b;
-    return nb ? (na ? T{LowpTraits<T>::kNaN} : a) : (na ? b : m);
+    return storeSelected(nb ? (na ? T{LowpTraits<T>::kNaN} : a) : (na ? b : m));
   }
 };
 template <typename T>
@@ -235,7 +242,7 @@ struct LowpOp<T, OpMin> {
   ACCL_HD T operator()(T a, T b) const {
     const bool na = isNan(a), nb = isNan(b);
     const T m = orderKey(a) <= orderKey(b) ? a : b;
-    return nb ? (na ? T{LowpTraits<T>::kNaN} : a) : (na ? b : m);
+    return storeSelected(nb ? (na ? T{LowpTraits<T>::kNaN} : a) : (na ? b : m));
   }
 };
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/lowp.h"
 #include "device/reduce_ops.h"
 #include "nccl.h"
 
@@ -40,6 +41,7 @@ cudaError_t launchDeviceReduce(void* dst, const void* a, const void* b, size_t c
   }
   switch (type) {
     ACCL_NATIVE_TYPES(ACCL_TYPE_CASE)
+    ACCL_LOWP_TYPES(ACCL_TYPE_CASE)
     default: return cudaErrorInvalidValue;
   }
 #undef ACCL_TYPE_CASE

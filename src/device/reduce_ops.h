@@ -3,6 +3,7 @@
 // and NCCL's kernels do, instead of being undefined on overflow.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -30,8 +31,9 @@ template <typename T>
 struct OpProd {
   ACCL_HD T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b)); }
 };
-// max/min are plain comparisons; how NaN behaves is settled (and tested)
-// with the full datatype work.
+// max/min: comparisons for integers; fmax/fmin for float and double (a NaN
+// operand is ignored, as NCCL's kernels do). The low-precision types have their
+// own (device/lowp.h).
 template <typename T>
 struct OpMax {
   ACCL_HD T operator()(T a, T b) const { return a < b ? b : a; }
@@ -41,8 +43,25 @@ struct OpMin {
   ACCL_HD T operator()(T a, T b) const { return b < a ? b : a; }
 };
 
+template <>
+struct OpMax<float> {
+  ACCL_HD float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+template <>
+struct OpMin<float> {
+  ACCL_HD float operator()(float a, float b) const { return fminf(a, b); }
+};
+template <>
+struct OpMax<double> {
+  ACCL_HD double operator()(double a, double b) const { return fmax(a, b); }
+};
+template <>
+struct OpMin<double> {
+  ACCL_HD double operator()(double a, double b) const { return fmin(a, b); }
+};
+
 // The datatypes the executors handle natively, as an X-macro: X(ncclEnum, C type).
-// float16, bfloat16 and the fp8 types join with the full datatype issue.
+// float16, bfloat16 and the fp8 types are in device/lowp.h (ACCL_LOWP_TYPES).
 #define ACCL_NATIVE_TYPES(X) \
   X(ncclInt8, int8_t)        \
   X(ncclUint8, uint8_t)      \
