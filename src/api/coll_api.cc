@@ -236,26 +236,39 @@ extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size
 }
 NCCL_API_ALIAS(ncclAlltoAll)
 
-extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                   int root, ncclComm_t comm, cudaStream_t) {
-  ACCL_API_GUARD_BEGIN
-  CollArgs base = make(CollKind::Send, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm);
-  bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
+namespace {
+
+// Gather (blocks flow to the root) or scatter (blocks flow from it): every rank
+// sends or receives its block; the root does the other side for each rank.
+ncclResult_t rooted(CollArgs base, bool gather) {
+  ncclComm* comm = base.comm;
+  bool isRoot = comm && accl::commValid(comm) && comm->rank == base.root;
   size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
-  NCCLCHECK(checkArgs(base, kRoot | kSend | (isRoot ? kRecv : kNone), span));
-  if (count == 0) return ncclSuccess;
+  unsigned mine = gather ? kSend : kRecv, roots = gather ? kRecv : kSend;
+  NCCLCHECK(checkArgs(base, kRoot | mine | (isRoot ? roots : kNone), span));
+  if (base.count == 0) return ncclSuccess;
+  base.kind = gather ? CollKind::Send : CollKind::Recv;
   std::vector<CollArgs> ops{base};
   if (isRoot) {
-    const size_t block = count * accl::typeSize(datatype);
+    const size_t block = base.count * accl::typeSize(base.type);
     for (int r = 0; r < comm->nranks; ++r) {
-      CollArgs v = base;
-      v.kind = CollKind::Recv;
-      v.recvbuff = static_cast<char*>(recvbuff) + r * block;
-      v.root = r;
-      ops.push_back(v);
+      CollArgs o = base;
+      o.kind = gather ? CollKind::Recv : CollKind::Send;
+      if (gather) o.recvbuff = static_cast<char*>(base.recvbuff) + r * block;
+      else o.sendbuff = static_cast<const char*>(base.sendbuff) + r * block;
+      o.root = r;
+      ops.push_back(o);
     }
   }
   return submitAll(ops);
+}
+
+}  // namespace
+
+extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                   int root, ncclComm_t comm, cudaStream_t) {
+  ACCL_API_GUARD_BEGIN
+  return rooted(make(CollKind::Send, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm), true);
   ACCL_API_GUARD_END("ncclGather")
 }
 NCCL_API_ALIAS(ncclGather)
@@ -263,23 +276,8 @@ NCCL_API_ALIAS(ncclGather)
 extern "C" ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t) {
   ACCL_API_GUARD_BEGIN
-  CollArgs base = make(CollKind::Recv, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm);
-  bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
-  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
-  NCCLCHECK(checkArgs(base, kRoot | kRecv | (isRoot ? kSend : kNone), span));
-  if (count == 0) return ncclSuccess;
-  std::vector<CollArgs> ops{base};
-  if (isRoot) {
-    const size_t block = count * accl::typeSize(datatype);
-    for (int r = 0; r < comm->nranks; ++r) {
-      CollArgs s = base;
-      s.kind = CollKind::Send;
-      s.sendbuff = static_cast<const char*>(sendbuff) + r * block;
-      s.root = r;
-      ops.push_back(s);
-    }
-  }
-  return submitAll(ops);
+  return rooted(make(CollKind::Recv, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm),
+                false);
   ACCL_API_GUARD_END("ncclScatter")
 }
 NCCL_API_ALIAS(ncclScatter)

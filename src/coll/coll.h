@@ -38,6 +38,9 @@ ncclResult_t runCollective(const CollArgs& args);
 // (a group's point-to-point part), to completion.
 ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
 
+// One rank's whole reduction (nranks == 1): out = finish(prepare(in)).
+void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Reducer& red);
+
 // The algorithms (one file each).
 ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red);
 ncclResult_t treeAllReduce(const CollArgs& a, const Reducer& red);

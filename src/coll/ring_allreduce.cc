@@ -19,8 +19,7 @@ ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red) {
   const char* src = static_cast<const char*>(a.sendbuff);
   char* dst = static_cast<char*>(a.recvbuff);
   if (n == 1) {
-    red.prepare(dst, src, a.count, esize);
-    red.finish(dst, a.count);
+    reduceAlone(src, dst, a.count, esize, red);
     return ncclSuccess;
   }
   Ring& ring = comm->ring;

@@ -20,8 +20,7 @@ ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red) {
   char* dst = static_cast<char*>(a.recvbuff);
   Ring& ring = comm->ring;
   if (n == 1) {
-    red.prepare(dst, src, a.count, esize);
-    red.finish(dst, a.count);
+    reduceAlone(src, dst, a.count, esize, red);
     return ncclSuccess;
   }
   Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), &red, esize);
