@@ -42,6 +42,8 @@ static int32_t wantRs(size_t i, void* c) {
   int r; int32_t s = 0; (void)c; for (r = 0; r < nranks; ++r) s += val(r, rank * gCount + i); return s;
 }
 
+static ncclUniqueId scalableIds[3];
+
 static int runRank(ncclUniqueId id, size_t count) {
   ncclComm_t comm, half;
   int root, peer;
@@ -127,6 +129,32 @@ static int runRank(ncclUniqueId id, size_t count) {
   }
   OK(ncclCommSplit(comm, NCCL_SPLIT_NOCOLOR, 0, &half, NULL));
   expect("NOCOLOR gives NULL", half == NULL);
+  /* Buffers that are not 16-byte aligned (one and three elements in). */
+  if (count > 0) {
+    int ok = 1;
+    size_t m = count - 1;
+    int32_t* uin = malloc((count * n + 4) * sizeof(int32_t));
+    int32_t* uout = malloc((count * n + 4) * sizeof(int32_t));
+    for (i = 0; i < m; ++i) uin[1 + i] = val(rank, i);
+    OK(ncclAllReduce(uin + 1, uout + 3, m, ncclInt32, ncclSum, comm, NULL));
+    for (i = 0; i < m; ++i) ok &= uout[3 + i] == wantSum(i, NULL);
+    expect("allreduce, unaligned buffers", ok);
+    OK(ncclAllGather(uin + 1, uout + 3, m, ncclInt32, comm, NULL));
+    for (i = 0; i < m * n; ++i) ok &= uout[3 + i] == val((int)(i / m), i % m);
+    expect("allgather, unaligned buffers", ok);
+    free(uin);
+    free(uout);
+  }
+  /* A second communicator from three unique ids (ncclCommInitRankScalable). */
+  {
+    ncclComm_t sc;
+    int ok = 1;
+    OK(ncclCommInitRankScalable(&sc, nranks, rank, 3, scalableIds, NULL));
+    OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, sc, NULL));
+    for (i = 0; i < count; ++i) ok &= out[i] == wantSum(i, NULL);
+    expect("allreduce on a scalable-init communicator", ok);
+    OK(ncclCommDestroy(sc));
+  }
   OK(ncclGroupStart());
   OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, NULL));
   OK(ncclGroupSimulateEnd(&sim));
@@ -145,6 +173,8 @@ int main(int argc, char** argv) {
   pid_t pids[64];
   nranks = argc > 1 ? atoi(argv[1]) : 3;
   if (nranks < 1 || nranks > 64 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  for (r = 0; r < 3; ++r)
+    if (ncclGetUniqueId(&scalableIds[r]) != ncclSuccess) return 2;
   for (r = 0; r < nranks; ++r) {
     if ((pids[r] = fork()) == 0) {
       alarm(120);
