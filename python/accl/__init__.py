@@ -4,6 +4,10 @@
     uid = accl.get_unique_id()                 # on rank 0, then share it
     with accl.Communicator(nranks, uid, rank) as comm:
         out = comm.allreduce(np.arange(4.0))   # host arrays in host mode
+        parts = comm.allgather(np.arange(4.0)) # shape (nranks, 4)
+        with accl.group():                     # queued, run together at the end
+            comm.send(out, (comm.rank + 1) % comm.size)
+            y = comm.recv(np.empty_like(out), (comm.rank - 1) % comm.size)
 
 The extension (_accl) binds libnccl.so.2's C ABI; this package adds argument
 checks, the NcclError hierarchy and the perf/info tools.
@@ -26,7 +30,17 @@ from ._errors import (
     make_error as _make_error,
 )
 from ._paths import include_dir, lib_dir, library_path
-from .communicator import UNIQUE_ID_BYTES, Communicator, get_unique_id
+from ._dtypes import bfloat16, float8_e4m3fn, float8_e5m2, numpy_dtype
+from ._group import Group, group, simulate
+from .communicator import (
+    SPLIT_NOCOLOR,
+    UNIQUE_ID_BYTES,
+    Communicator,
+    PreMulSum,
+    Registration,
+    get_unique_id,
+    mem_alloc,
+)
 
 _accl._set_error_factory(_make_error)
 
@@ -46,6 +60,17 @@ def query_mode() -> tuple[bool, str]:
 __all__ = [
     "Communicator",
     "DataType",
+    "Group",
+    "PreMulSum",
+    "Registration",
+    "SPLIT_NOCOLOR",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "group",
+    "mem_alloc",
+    "numpy_dtype",
+    "simulate",
     "InProgressError",
     "InternalError",
     "InvalidArgumentError",

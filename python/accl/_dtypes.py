@@ -1,15 +1,24 @@
 """NumPy dtypes <-> ncclDataType_t.
 
-bfloat16 and the float8 types have no NumPy dtype of their own; arrays of the
-ml_dtypes package's bfloat16 / float8_e4m3fn / float8_e5m2 are recognised by
-name and handed to C as raw integers of the same width.
+bfloat16 and the float8 types have no NumPy dtype of their own; they come
+from the ml_dtypes package (a dependency of accl): bfloat16, float8_e4m3fn
+(NCCL's ncclFloat8e4m3) and float8_e5m2. Arrays of them are handed to C as raw
+integers of the same width. They are also recognised by dtype name, so an
+ml_dtypes that is not importable here still maps correctly.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ._enums import DataType
+
+try:
+    import ml_dtypes as _ml
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    _ml = None
 
 _NATIVE: dict[np.dtype, DataType] = {
     np.dtype(np.int8): DataType.INT8,
@@ -30,6 +39,53 @@ _BY_NAME: dict[str, tuple[DataType, type]] = {
     "float8_e5m2": (DataType.FLOAT8E5M2, np.uint8),
 }
 
+# Other spellings accepted where a dtype is named by a string.
+_ALIASES: dict[str, str] = {
+    "bf16": "bfloat16", "float8e4m3": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
+    "fp8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "float8e5m2": "float8_e5m2",
+    "fp8_e5m2": "float8_e5m2", "e5m2": "float8_e5m2", "half": "float16", "float": "float32",
+    "double": "float64",
+}
+
+if _ml is not None:
+    bfloat16 = np.dtype(_ml.bfloat16)
+    float8_e4m3fn = np.dtype(_ml.float8_e4m3fn)
+    float8_e5m2 = np.dtype(_ml.float8_e5m2)
+    _LOWP: dict[DataType, np.dtype] = {
+        DataType.BFLOAT16: bfloat16,
+        DataType.FLOAT8E4M3: float8_e4m3fn,
+        DataType.FLOAT8E5M2: float8_e5m2,
+    }
+else:  # pragma: no cover
+    bfloat16 = float8_e4m3fn = float8_e5m2 = None
+    _LOWP = {}
+
+
+def to_dtype(dtype: Any) -> np.dtype:
+    """A NumPy dtype from a dtype, a type, a name ("bfloat16", "float8_e4m3fn",
+    "e5m2", ...) or an accl.DataType."""
+    if isinstance(dtype, DataType):
+        return numpy_dtype(dtype)
+    if isinstance(dtype, str):
+        name = _ALIASES.get(dtype.lower(), dtype.lower())
+        if name in _BY_NAME:
+            if _ml is None:
+                raise TypeError(f"dtype {dtype!r} needs the ml_dtypes package")
+            return np.dtype(getattr(_ml, name))
+        return np.dtype(name)
+    return np.dtype(dtype)
+
+
+def numpy_dtype(datatype: DataType | int) -> np.dtype:
+    """The NumPy (or ml_dtypes) dtype of an ncclDataType_t."""
+    datatype = DataType(datatype)
+    for dt, d in _NATIVE.items():
+        if d == datatype:
+            return dt
+    if datatype in _LOWP:
+        return _LOWP[datatype]
+    raise TypeError(f"{datatype!r} needs the ml_dtypes package")  # pragma: no cover
+
 
 def datatype_of(dtype: np.dtype) -> DataType:
     """The ncclDataType_t for a NumPy dtype; TypeError if NCCL has none."""
@@ -39,13 +95,15 @@ def datatype_of(dtype: np.dtype) -> DataType:
     dt = _NATIVE.get(dtype)
     if dt is not None:
         return dt
-    if dtype.name in _BY_NAME:
+    if dtype.name in _BY_NAME and dtype.itemsize == np.dtype(_BY_NAME[dtype.name][1]).itemsize:
         return _BY_NAME[dtype.name][0]
     supported = ", ".join(sorted([str(d) for d in _NATIVE] + list(_BY_NAME)))
     raise TypeError(f"dtype {dtype} has no NCCL datatype (supported: {supported})")
 
 
-def as_c_array(arr: np.ndarray) -> np.ndarray:
+def as_c_array(arr: np.ndarray | None) -> np.ndarray | None:
     """arr, or a same-width integer view of it when NumPy cannot export its dtype."""
+    if arr is None:
+        return None
     entry = _BY_NAME.get(arr.dtype.name)
     return arr.view(entry[1]) if entry is not None else arr

@@ -1,6 +1,9 @@
-// Collectives on host (CPU) arrays. The Python layer picks the datatype and
-// count; here we only check that the buffers are large enough.
+// Collectives, point-to-point, groups and reduction operators on host (CPU)
+// arrays. The Python layer picks the datatype and counts and checks shapes;
+// here we only check that every buffer the call touches on this rank is large
+// enough, then call C with the GIL released.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <nanobind/ndarray.h>
@@ -31,28 +34,188 @@ void requireBytes(const char* what, size_t have, size_t need) {
                               .c_str());
 }
 
-// ncclAllReduce on host buffers (stream NULL). Returns 0, or 7 when a
-// non-blocking communicator has queued the operation.
+template <typename A>
+size_t bytesOf(const A& a) { return a.is_valid() ? a.nbytes() : 0; }
+template <typename A>
+auto dataOf(const A& a) -> decltype(a.data()) { return a.is_valid() ? a.data() : nullptr; }
+
+// Which collective coll() runs (the values the Python layer passes).
+enum Kind : int {
+  kAllReduce = 0, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
+  kSend, kRecv, kNumKinds
+};
+
+const char* const kCallNames[kNumKinds] = {
+    "ncclAllReduce", "ncclBroadcast", "ncclReduce",  "ncclAllGather", "ncclReduceScatter",
+    "ncclAlltoAll",  "ncclGather",    "ncclScatter", "ncclSend",      "ncclRecv"};
+
+// One NCCL collective or p2p call on host buffers (stream NULL). `count` has
+// NCCL's meaning for the call (per rank / per peer where NCCL says so); `root`
+// is the root, or the peer of send/recv. A buffer NCCL does not touch on this
+// rank may be None (NULL). Returns 0, or 7 when a non-blocking communicator
+// has queued the operation.
+int coll(int kind, const Comm& c, SendArray send, RecvArray recv, size_t count, int datatype,
+         int op, int root) {
+  if (kind < 0 || kind >= kNumKinds) throw nb::value_error("unknown collective kind");
+  const char* call = kCallNames[kind];
+  ncclComm_t comm = c.get(call);
+  size_t block = count * typeSize(datatype);
+  int nranks = 1, rank = 0;
+  if (kind != kAllReduce && kind != kSend && kind != kRecv) {
+    check(ncclCommCount(comm, &nranks), "ncclCommCount");
+    check(ncclCommUserRank(comm, &rank), "ncclCommUserRank");
+  }
+  const size_t n = static_cast<size_t>(nranks);
+  const bool isRoot = rank == root;
+  size_t needSend = 0, needRecv = 0;
+  switch (kind) {
+    case kAllReduce: needSend = needRecv = block; break;
+    case kBroadcast: needSend = isRoot ? block : 0; needRecv = block; break;
+    case kReduce: needSend = block; needRecv = isRoot ? block : 0; break;
+    case kAllGather: needSend = block; needRecv = n * block; break;
+    case kReduceScatter: needSend = n * block; needRecv = block; break;
+    case kAllToAll: needSend = needRecv = n * block; break;
+    case kGather: needSend = block; needRecv = isRoot ? n * block : 0; break;
+    case kScatter: needSend = isRoot ? n * block : 0; needRecv = block; break;
+    case kSend: needSend = block; break;
+    case kRecv: needRecv = block; break;
+  }
+  requireBytes("send", bytesOf(send), needSend);
+  requireBytes("recv", bytesOf(recv), needRecv);
+  const void* s = dataOf(send);
+  void* r = dataOf(recv);
+  auto dt = static_cast<ncclDataType_t>(datatype);
+  auto red = static_cast<ncclRedOp_t>(op);
+  ncclResult_t res = ncclSuccess;
+  {
+    nb::gil_scoped_release nogil;
+    switch (kind) {
+      case kAllReduce: res = ncclAllReduce(s, r, count, dt, red, comm, nullptr); break;
+      case kBroadcast: res = ncclBroadcast(s, r, count, dt, root, comm, nullptr); break;
+      case kReduce: res = ncclReduce(s, r, count, dt, red, root, comm, nullptr); break;
+      case kAllGather: res = ncclAllGather(s, r, count, dt, comm, nullptr); break;
+      case kReduceScatter: res = ncclReduceScatter(s, r, count, dt, red, comm, nullptr); break;
+      case kAllToAll: res = ncclAlltoAll(s, r, count, dt, comm, nullptr); break;
+      case kGather: res = ncclGather(s, r, count, dt, root, comm, nullptr); break;
+      case kScatter: res = ncclScatter(s, r, count, dt, root, comm, nullptr); break;
+      case kSend: res = ncclSend(s, count, dt, root, comm, nullptr); break;
+      case kRecv: res = ncclRecv(r, count, dt, root, comm, nullptr); break;
+    }
+  }
+  return static_cast<int>(check(res, call, /*allowInProgress=*/true));
+}
+
+// ncclAllReduce (kept as its own entry point).
 int allReduce(const Comm& c, SendArray send, RecvArray recv, size_t count, int datatype, int op) {
-  size_t need = count * typeSize(datatype);
-  requireBytes("send", send.nbytes(), need);
-  requireBytes("recv", recv.nbytes(), need);
-  ncclComm_t comm = c.get("ncclAllReduce");
+  return coll(kAllReduce, c, send, recv, count, datatype, op, 0);
+}
+
+// ncclBcast: in place on one buffer.
+int bcast(const Comm& c, RecvArray buf, size_t count, int datatype, int root) {
+  requireBytes("buff", bytesOf(buf), count * typeSize(datatype));
+  ncclComm_t comm = c.get("ncclBcast");
+  void* p = dataOf(buf);
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclAllReduce(send.data(), recv.data(), count, static_cast<ncclDataType_t>(datatype),
-                      static_cast<ncclRedOp_t>(op), comm, nullptr);
+    r = ncclBcast(p, count, static_cast<ncclDataType_t>(datatype), root, comm, nullptr);
   }
-  return static_cast<int>(check(r, "ncclAllReduce", /*allowInProgress=*/true));
+  return static_cast<int>(check(r, "ncclBcast", /*allowInProgress=*/true));
+}
+
+// ---- groups ----------------------------------------------------------------
+void groupStart() { check(ncclGroupStart(), "ncclGroupStart"); }
+
+// The outermost end runs the group (and blocks): GIL released. Returns 0, or 7
+// when non-blocking communicators still have the group's work in flight.
+int groupEnd() {
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = ncclGroupEnd();
+  }
+  return static_cast<int>(check(r, "ncclGroupEnd", /*allowInProgress=*/true));
+}
+
+// ncclGroupSimulateEnd: ends the group without running it; the estimate in
+// microseconds (NaN where the library gave none).
+float groupSimulateEnd() {
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  check(ncclGroupSimulateEnd(&info), "ncclGroupSimulateEnd");
+  return info.estimatedTime;
+}
+
+// ---- reduction operators ---------------------------------------------------
+// `scalar` is a one-element array of `datatype`. Host-immediate: read now.
+// Device (ncclScalarDevice): the library keeps the pointer and reads the value
+// at every use, so the caller keeps the array alive until ncclRedOpDestroy.
+int redOpCreatePreMulSum(const Comm& c, SendArray scalar, int datatype, int residence) {
+  requireBytes("scalar", bytesOf(scalar), typeSize(datatype));
+  ncclComm_t comm = c.get("ncclRedOpCreatePreMulSum");
+  ncclRedOp_t op;
+  check(ncclRedOpCreatePreMulSum(&op, const_cast<void*>(dataOf(scalar)),
+                                 static_cast<ncclDataType_t>(datatype),
+                                 static_cast<ncclScalarResidence_t>(residence), comm),
+        "ncclRedOpCreatePreMulSum");
+  return static_cast<int>(op);
+}
+
+void redOpDestroy(const Comm& c, int op) {
+  ncclComm_t comm = c.get("ncclRedOpDestroy");
+  check(ncclRedOpDestroy(static_cast<ncclRedOp_t>(op), comm), "ncclRedOpDestroy");
+}
+
+// ---- buffer registration and library memory --------------------------------
+uintptr_t commRegister(const Comm& c, RecvArray buf) {
+  ncclComm_t comm = c.get("ncclCommRegister");
+  void* handle = nullptr;
+  check(ncclCommRegister(comm, dataOf(buf), bytesOf(buf), &handle), "ncclCommRegister");
+  return reinterpret_cast<uintptr_t>(handle);
+}
+
+void commDeregister(const Comm& c, uintptr_t handle) {
+  ncclComm_t comm = c.get("ncclCommDeregister");
+  check(ncclCommDeregister(comm, reinterpret_cast<void*>(handle)), "ncclCommDeregister");
+}
+
+// ncclMemAlloc as a 1-D uint8 NumPy array that calls ncclMemFree when the
+// last reference goes (host mode: host memory).
+nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> memAlloc(size_t nbytes) {
+  void* p = nullptr;
+  check(ncclMemAlloc(&p, nbytes), "ncclMemAlloc");
+  nb::capsule owner(p, [](void* q) noexcept { ncclMemFree(q); });
+  size_t shape[1] = {nbytes};
+  return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(p, 1, shape, owner);
 }
 
 }  // namespace
 
 void register_coll(nb::module_& m) {
+  m.def("coll", &coll, nb::arg("kind"), nb::arg("comm"), nb::arg("send").noconvert().none(),
+        nb::arg("recv").noconvert().none(), nb::arg("count"), nb::arg("datatype"), nb::arg("op"),
+        nb::arg("root"),
+        "One collective/p2p call on C-contiguous host arrays. kind: 0 allreduce, 1 broadcast, "
+        "2 reduce, 3 allgather, 4 reducescatter, 5 alltoall, 6 gather, 7 scatter, 8 send, 9 recv; "
+        "root is the peer for send/recv; a buffer unused on this rank may be None.");
   m.def("all_reduce", &allReduce, nb::arg("comm"), nb::arg("send").noconvert(),
         nb::arg("recv").noconvert(), nb::arg("count"), nb::arg("datatype"), nb::arg("op"),
         "ncclAllReduce on C-contiguous host arrays; recv may be send (in place).");
+  m.def("bcast", &bcast, nb::arg("comm"), nb::arg("buff").noconvert(), nb::arg("count"),
+        nb::arg("datatype"), nb::arg("root"), "ncclBcast (in place).");
+  m.def("group_start", &groupStart, "ncclGroupStart.");
+  m.def("group_end", &groupEnd, "ncclGroupEnd; returns 0, or 7 (in progress).");
+  m.def("group_simulate_end", &groupSimulateEnd,
+        "ncclGroupSimulateEnd: ends the group without running it; estimatedTime in microseconds.");
+  m.def("redop_create_premul_sum", &redOpCreatePreMulSum, nb::arg("comm"),
+        nb::arg("scalar").noconvert(), nb::arg("datatype"), nb::arg("residence"),
+        "ncclRedOpCreatePreMulSum; residence 1 host-immediate, 0 device (pointer kept).");
+  m.def("redop_destroy", &redOpDestroy, nb::arg("comm"), nb::arg("op"), "ncclRedOpDestroy.");
+  m.def("comm_register", &commRegister, nb::arg("comm"), nb::arg("buff").noconvert(),
+        "ncclCommRegister; returns the handle as an integer.");
+  m.def("comm_deregister", &commDeregister, nb::arg("comm"), nb::arg("handle"),
+        "ncclCommDeregister.");
+  m.def("mem_alloc", &memAlloc, nb::arg("nbytes"),
+        "ncclMemAlloc as a uint8 array; ncclMemFree when it is released.");
 }
 
 }  // namespace accl_py

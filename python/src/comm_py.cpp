@@ -3,8 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include <vector>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 
@@ -87,6 +90,52 @@ std::unique_ptr<Comm> initRank(int nranks, nb::bytes uid, int rank, nb::handle c
   return std::make_unique<Comm>(comm);
 }
 
+// ncclCommInitRankScalable: several ids (a list of bytes), optional config.
+std::unique_ptr<Comm> initRankScalable(int nranks, int rank, std::vector<nb::bytes> uids,
+                                       nb::handle config) {
+  std::vector<ncclUniqueId> ids;
+  ids.reserve(uids.size());
+  for (const nb::bytes& u : uids) ids.push_back(toUniqueId(u));
+  ncclComm_t comm = nullptr;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  std::string netName;
+  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
+  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = ncclCommInitRankScalable(&comm, nranks, rank, static_cast<int>(ids.size()), ids.data(), cfgp);
+  }
+  check(r, "ncclCommInitRankScalable", /*allowInProgress=*/true);
+  return std::make_unique<Comm>(comm);
+}
+
+// ncclCommSplit; None for a rank that joins no new communicator (NOCOLOR).
+// Collective over the parent: GIL released. Inside a group the child is
+// handed out at once and initialised at the group's end.
+std::unique_ptr<Comm> split(const Comm& c, int color, int key, nb::handle config) {
+  ncclComm_t parent = c.get("ncclCommSplit");
+  ncclComm_t child = nullptr;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  std::string netName;
+  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
+  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = ncclCommSplit(parent, color, key, &child, cfgp);
+  }
+  check(r, "ncclCommSplit", /*allowInProgress=*/true);
+  if (child == nullptr) return nullptr;
+  return std::make_unique<Comm>(child);
+}
+
+nb::bytes commGetUniqueId(const Comm& c) {
+  ncclUniqueId id;
+  check(ncclCommGetUniqueId(c.get("ncclCommGetUniqueId"), &id), "ncclCommGetUniqueId");
+  return nb::bytes(id.internal, sizeof(id.internal));
+}
+
 int count(const Comm& c) {
   int n = 0;
   check(ncclCommCount(c.get("ncclCommCount"), &n), "ncclCommCount");
@@ -155,13 +204,20 @@ void register_comm(nb::module_& m) {
       .def("async_error", &asyncError, "ncclCommGetAsyncError, as an int code.")
       .def("finalize", &finalize, "ncclCommFinalize; returns 0, or 7 (in progress) if non-blocking.")
       .def("destroy", &destroy, "ncclCommDestroy (no-op if already released).")
-      .def("abort", &abort, "ncclCommAbort (no-op if already released).");
+      .def("abort", &abort, "ncclCommAbort (no-op if already released).")
+      .def("split", &split, nb::arg("color"), nb::arg("key"), nb::arg("config") = nb::none(),
+           "ncclCommSplit; None where color is NCCL_SPLIT_NOCOLOR (-1).")
+      .def("get_unique_id", &commGetUniqueId, "ncclCommGetUniqueId, as bytes.");
 
   m.def("get_unique_id", &getUniqueId, "ncclGetUniqueId, as bytes.");
   m.def("comm_init_rank", &initRank, nb::arg("nranks"), nb::arg("uid"), nb::arg("rank"),
         nb::arg("config") = nb::none(),
         "ncclCommInitRank, or ncclCommInitRankConfig when config is a dict of ncclConfig_t "
         "fields (blocking, cga_cluster_size, min_ctas, max_ctas, net_name, split_share).");
+  m.def("comm_init_rank_scalable", &initRankScalable, nb::arg("nranks"), nb::arg("rank"),
+        nb::arg("uids"), nb::arg("config") = nb::none(),
+        "ncclCommInitRankScalable with a list of unique ids (bytes).");
+  m.attr("SPLIT_NOCOLOR") = NCCL_SPLIT_NOCOLOR;
 }
 
 }  // namespace accl_py
