@@ -31,6 +31,7 @@ from ._errors import (
 )
 from ._paths import include_dir, lib_dir, library_path
 from ._dtypes import bfloat16, float8_e4m3fn, float8_e5m2, numpy_dtype
+from . import tuner
 from ._group import Group, group, simulate
 from .communicator import (
     SPLIT_NOCOLOR,
@@ -71,6 +72,7 @@ __all__ = [
     "mem_alloc",
     "numpy_dtype",
     "simulate",
+    "tuner",
     "InProgressError",
     "InternalError",
     "InvalidArgumentError",

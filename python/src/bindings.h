@@ -58,5 +58,6 @@ void register_errors(nb::module_& m);
 void register_info(nb::module_& m);
 void register_comm(nb::module_& m);
 void register_coll(nb::module_& m);
+void register_tuner(nb::module_& m);
 
 }  // namespace accl_py

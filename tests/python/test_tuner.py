@@ -1,0 +1,48 @@
+"""The tuner's model as Python sees it, and the choice it makes in a live run."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import accl
+
+
+def test_predictions_grow_with_size_and_hosts():
+    small = accl.tuner.predict("allreduce", "ring", 8, 4)
+    big = accl.tuner.predict("allreduce", "ring", 1 << 26, 4)
+    assert 0 < small < big
+    assert accl.tuner.predict("allreduce", "ring", 1 << 20, 4, nhosts=2) > accl.tuner.predict(
+        "allreduce", "ring", 1 << 20, 4)
+    # ring: 2(n-1) alpha + 2(n-1)/n S / beta with the documented shm constants
+    c = accl.tuner.CONSTANTS["shm"]
+    s = 1 << 20
+    want = 2 * 3 * c["alpha_us"] + 2 * 3 / 4 * s / (c["gbps"] * 1e3)
+    assert accl.tuner.predict("allreduce", "ring", s, 4) == pytest.approx(want)
+
+
+def test_choice_follows_the_model():
+    assert accl.tuner.choose("allreduce", 8, 16) == "tree"
+    assert accl.tuner.choose("allreduce", 1 << 28, 16) == "ring"
+    assert accl.tuner.choose("allreduce", 8, 2) == "ring"
+    assert accl.tuner.choose("broadcast", 8, 16) == "ring"  # the only algorithm there
+
+
+def test_bad_names_are_errors():
+    with pytest.raises(accl.InvalidArgumentError):
+        accl.tuner.predict("allscatter", "ring", 8, 2)
+    with pytest.raises(accl.InvalidArgumentError):
+        accl.tuner.predict("broadcast", "tree", 8, 2)
+    with pytest.raises(accl.InvalidArgumentError):
+        accl.tuner.predict("allreduce", "ring", 8, 2, nhosts=3)
+
+
+def test_simulated_group_matches_the_model():
+    with accl.Communicator(1, accl.get_unique_id(), 0) as comm:
+        import numpy as np
+        x = np.ones(1 << 16, np.float32)
+        with accl.simulate() as g:
+            comm.allreduce(x)
+            comm.allreduce(x)
+    assert g.estimated_time == pytest.approx(2 * accl.tuner.predict("allreduce", "ring", x.nbytes, 1), rel=1e-5)
