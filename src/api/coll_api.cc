@@ -22,7 +22,8 @@ namespace {
 enum Needs : unsigned { kNone = 0, kOp = 1, kRoot = 2, kPeer = 4, kSend = 8, kRecv = 16 };
 
 // `span`: how many count-sized blocks the largest buffer of the call holds (n for allgather output).
-ncclResult_t checkArgs(const CollArgs& a, unsigned needs, size_t span) {
+// For reducing calls it also resolves the op into a.red.
+ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
   const char* fn = a.opName;
   if (!a.comm) {
     WARN("%s: comm is NULL", fn);
@@ -61,10 +62,7 @@ ncclResult_t checkArgs(const CollArgs& a, unsigned needs, size_t span) {
     WARN("%s: peer %d is outside [0, nranks = %d)", fn, a.root, comm->nranks);
     return ncclInvalidArgument;
   }
-  if (needs & kOp) {
-    accl::Reducer red;
-    NCCLCHECK(accl::resolveOp(comm, a.op, a.type, fn, &red));
-  }
+  if (needs & kOp) NCCLCHECK(accl::resolveOp(comm, a.op, a.type, fn, &a.red, &a.deviceScalar));
   if (a.count > 0 && (needs & kSend) && !a.sendbuff) {
     WARN("%s: sendbuff is NULL with count = %zu", fn, a.count);
     return ncclInvalidArgument;
@@ -101,7 +99,7 @@ ncclResult_t submitAll(const std::vector<CollArgs>& ops) {
   return accl::groupEnd();
 }
 
-ncclResult_t submit(const CollArgs& a, unsigned needs, size_t span = 1) {
+ncclResult_t submit(CollArgs a, unsigned needs, size_t span = 1) {
   NCCLCHECK(checkArgs(a, needs, span));
   if (a.count == 0) return ncclSuccess;
   return submitAll({a});
@@ -109,7 +107,7 @@ ncclResult_t submit(const CollArgs& a, unsigned needs, size_t span = 1) {
 
 CollArgs make(CollKind kind, const char* name, const void* send, void* recv, size_t count, ncclDataType_t type,
               ncclRedOp_t op, int root, ncclComm_t comm) {
-  CollArgs a{kind, name, send, recv, count, type, op, root, comm, nullptr};
+  CollArgs a{kind, name, send, recv, count, type, op, root, comm, nullptr, accl::Reducer(), nullptr};
   return a;
 }
 

@@ -30,10 +30,8 @@ void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Re
 
 ncclResult_t runCollective(const CollArgs& a) {
   if (isP2p(a.kind)) return runP2p(a.comm, {a});
-  Reducer red;
-  const bool reduces = a.kind == CollKind::AllReduce || a.kind == CollKind::Reduce ||
-                       a.kind == CollKind::ReduceScatter;
-  if (reduces) NCCLCHECK(resolveOp(a.comm, a.op, a.type, a.opName, &red));
+  Reducer red = a.red;
+  if (a.deviceScalar) red.scalar = readScalar(a.type, a.deviceScalar);
   Algo algo = chooseAlgo(a);
   if (algo == Algo::Default) {
     WARN("%s: no algorithm available for %s: NCCL_ALGO=%s allows none that ACCL has (ring%s)", a.opName,

@@ -27,6 +27,9 @@ struct CollArgs {
   int root;            // root for rooted collectives, peer for send/recv
   ncclComm* comm;
   std::shared_ptr<void> keep;  // a staging copy the operation reads (in-place all-to-all)
+  // Filled when the call is issued (the op may be destroyed before a group runs it).
+  Reducer red;
+  const void* deviceScalar = nullptr;  // PreMulSum ncclScalarDevice: read when the operation runs
 };
 
 bool isP2p(CollKind k);

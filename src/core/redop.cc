@@ -15,6 +15,8 @@ namespace {
 // communicator it was not made on is recognised as foreign.
 std::atomic<int> nextUserOp{ncclNumOps};
 
+}  // namespace
+
 // Reads one element of `type` at p as a Scalar (float value for floating types, integer otherwise).
 Scalar readScalar(ncclDataType_t type, const void* p) {
   Scalar s;
@@ -32,8 +34,6 @@ Scalar readScalar(ncclDataType_t type, const void* p) {
   return s;
 }
 
-}  // namespace
-
 const char* opName(ncclComm* comm, ncclRedOp_t op) {
   static const char* const kNames[] = {"sum", "prod", "max", "min", "avg"};
   int o = static_cast<int>(op);
@@ -41,8 +41,10 @@ const char* opName(ncclComm* comm, ncclRedOp_t op) {
   return comm && comm->userOps.count(o) ? "premulsum" : "invalid";
 }
 
-ncclResult_t resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Reducer* out) {
+ncclResult_t resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Reducer* out,
+                       const void** scalarPtr) {
   *out = Reducer();
+  *scalarPtr = nullptr;
   int o = static_cast<int>(op);
   OpKind kind;
   if (o >= 0 && o < ncclNumOps) {
@@ -74,7 +76,8 @@ ncclResult_t resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, cons
       return ncclInvalidArgument;
     }
     kind = OpKind::PreMulSum;
-    out->scalar = u.deviceScalar ? readScalar(type, u.scalarPtr) : u.value;
+    out->scalar = u.value;
+    if (u.deviceScalar) *scalarPtr = u.scalarPtr;
   }
   if (!hostKernels(type, kind, &out->k)) {
     WARN("%s: %s with %s is not supported by ACCL %s yet (see docs/api-status.md)", fn, opName(comm, op),

@@ -68,6 +68,13 @@ static int runRank(ncclUniqueId id, size_t count) {
   OK(ncclAllReduce(in, out, count, ncclInt32, pre, comm, NULL));
   expect("allreduce premulsum", check(out, count, wantPre, NULL));
   OK(ncclRedOpDestroy(pre, comm));
+  /* NCCL allows destroying an op as soon as the call using it returns, even inside a group. */
+  OK(ncclGroupStart());
+  OK(ncclRedOpCreatePreMulSum(&pre, &scalar, ncclInt32, ncclScalarHostImmediate, comm));
+  OK(ncclAllReduce(in, out, count, ncclInt32, pre, comm, NULL));
+  OK(ncclRedOpDestroy(pre, comm));
+  OK(ncclGroupEnd());
+  expect("premulsum destroyed inside its group", check(out, count, wantPre, NULL));
   expect("destroyed op is rejected",
          ncclAllReduce(in, out, count, ncclInt32, pre, comm, NULL) == ncclInvalidArgument);
   for (root = 0; root < nranks; ++root) {
