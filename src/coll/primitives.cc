@@ -57,9 +57,7 @@ ncclResult_t Primitives::recvReduceCopySend(const void* local, void* out, size_t
   char* slot;
   NCCLCHECK(steps_.waitRecv(recv_, bytes, &data));
   NCCLCHECK(steps_.waitSend(send_, &slot));
-  red_->combine(out, data, local, bytes / esize_);
-  red_->finish(out, bytes / esize_);
-  memcpy(slot, out, bytes);
+  red_->combineFinishCopy(out, slot, data, local, bytes / esize_, esize_);
   steps_.post(send_, bytes);
   steps_.release(recv_);
   return ncclSuccess;

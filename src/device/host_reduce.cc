@@ -46,6 +46,21 @@ void combineK(void* dst, const void* a, const void* b, size_t n, const Scalar*) 
   for (size_t i = 0; i < n; ++i) d[i] = Ar::store(op(Ar::load(x[i]), Ar::load(y[i])));
 }
 
+template <typename T, template <typename> class Op>
+void combine2K(void* dst1, void* dst2, const void* a, const void* b, size_t n, const Scalar*) {
+  using Ar = Arith<T>;
+  T* d1 = static_cast<T*>(dst1);
+  T* d2 = static_cast<T*>(dst2);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  Op<typename Ar::A> op;
+  for (size_t i = 0; i < n; ++i) {
+    T v = Ar::store(op(Ar::load(x[i]), Ar::load(y[i])));
+    d1[i] = v;
+    d2[i] = v;
+  }
+}
+
 template <typename T>
 void preMulCombineK(void* dst, const void* a, const void* b, size_t n, const Scalar* s) {
   using Ar = Arith<T>;
@@ -82,10 +97,10 @@ template <typename T>
 bool kernelsFor(OpKind op, ReduceKernels* k) {
   *k = ReduceKernels{};
   switch (op) {
-    case OpKind::Sum: k->combine = k->merge = &combineK<T, OpSum>; return true;
-    case OpKind::Prod: k->combine = k->merge = &combineK<T, OpProd>; return true;
-    case OpKind::Max: k->combine = k->merge = &combineK<T, OpMax>; return true;
-    case OpKind::Min: k->combine = k->merge = &combineK<T, OpMin>; return true;
+    case OpKind::Sum: k->combine = k->merge = &combineK<T, OpSum>; k->combine2 = &combine2K<T, OpSum>; return true;
+    case OpKind::Prod: k->combine = k->merge = &combineK<T, OpProd>; k->combine2 = &combine2K<T, OpProd>; return true;
+    case OpKind::Max: k->combine = k->merge = &combineK<T, OpMax>; k->combine2 = &combine2K<T, OpMax>; return true;
+    case OpKind::Min: k->combine = k->merge = &combineK<T, OpMin>; k->combine2 = &combine2K<T, OpMin>; return true;
     case OpKind::PreMulSum:
       k->combine = &preMulCombineK<T>;
       k->merge = &combineK<T, OpSum>;
@@ -113,6 +128,18 @@ bool hostKernels(ncclDataType_t type, OpKind op, ReduceKernels* out) {
     default: return false;
   }
 #undef ACCL_TYPE_CASE
+}
+
+void Reducer::combineFinishCopy(void* out, void* copy, const void* peer, const void* local, size_t n,
+                                size_t esize) const {
+  // out may alias local (in place), never copy: the fused kernel reads both inputs before writing.
+  if (k.combine2 && !k.finish) {
+    k.combine2(out, copy, peer, local, n, &scalar);
+    return;
+  }
+  combine(out, peer, local, n);
+  finish(out, n);
+  memcpy(copy, out, n * esize);
 }
 
 void Reducer::prepare(void* dst, const void* local, size_t n, size_t esize) const {

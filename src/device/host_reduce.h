@@ -24,6 +24,8 @@ enum class OpKind { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
 
 struct ReduceKernels {
   void (*combine)(void* dst, const void* peer, const void* local, size_t n, const Scalar* s);
+  // combine into two destinations at once (output and the next hop's slot): one pass less
+  void (*combine2)(void* dst1, void* dst2, const void* peer, const void* local, size_t n, const Scalar* s);
   void (*merge)(void* dst, const void* a, const void* b, size_t n, const Scalar* s);
   void (*prepare)(void* dst, const void* local, size_t n, const Scalar* s);  // NULL: a plain copy
   void (*finish)(void* dst, size_t n, const Scalar* s);                      // NULL: nothing to do
@@ -45,6 +47,8 @@ struct Reducer {
   void finish(void* dst, size_t n) const {
     if (k.finish) k.finish(dst, n, &scalar);
   }
+  // out <- finish(combine(peer, local)); copy <- out
+  void combineFinishCopy(void* out, void* copy, const void* peer, const void* local, size_t n, size_t esize) const;
 };
 
 size_t typeSize(ncclDataType_t type);  // 0 for an invalid type
