@@ -26,8 +26,8 @@ class LaunchError(Exception):
         self.code = code
 
 
-def _env(rank: int, nranks: int, deadline: float) -> dict:
-    env = dict(os.environ)
+def _env(rank: int, nranks: int, deadline: float, base: dict | None = None) -> dict:
+    env = dict(os.environ if base is None else base)
     env.setdefault("NCCL_SOCKET_IFNAME", "lo")
     env.pop(rendezvous.ENV_UID, None)  # rank 0 creates the id; the launcher hands it on
     env[rendezvous.ENV_RANK] = str(rank)
@@ -87,26 +87,36 @@ def _watch(procs: list[subprocess.Popen], deadline: float, timeout: float) -> in
         time.sleep(0.05)
 
 
-def launch(argv: list[str], nranks: int, timeout: float, command: list[str] | None = None) -> int:
+def launch(argv: list[str], nranks: int, timeout: float, command: list[str] | None = None,
+           *, env: dict | None = None, share_uid: bool = True) -> int:
     """Run `python -m accl.perf <argv>` as `nranks` local ranks; returns an exit code.
 
-    `command` replaces `python -m accl.perf` (tests use it to launch stand-ins).
+    `command` replaces `python -m accl.perf` (tests use it to launch stand-ins);
+    `env` replaces os.environ as the ranks' base environment. Without
+    `share_uid` (a peer library's ranks, which need no ACCL unique id) all
+    ranks start at once.
     """
     deadline = time.monotonic() + timeout
     cmd = [*(command or [sys.executable, "-m", "accl.perf"]), *argv]
     procs: list[subprocess.Popen] = []
     read_fd, write_fd = os.pipe()
     try:
-        env0 = _env(0, nranks, deadline)
+        if not share_uid:
+            os.close(write_fd)
+            write_fd = -1
+            for rank in range(nranks):
+                procs.append(subprocess.Popen(cmd, env=_env(rank, nranks, deadline, env)))
+            return _watch(procs, deadline, timeout)
+        env0 = _env(0, nranks, deadline, env)
         env0[rendezvous.ENV_UID_FD] = str(write_fd)
         procs.append(subprocess.Popen(cmd, env=env0, pass_fds=(write_fd,)))
         os.close(write_fd)
         write_fd = -1
         uid_hex = _read_uid(read_fd, procs[0], deadline)
         for rank in range(1, nranks):
-            env = _env(rank, nranks, deadline)
-            env[rendezvous.ENV_UID] = uid_hex
-            procs.append(subprocess.Popen(cmd, env=env))
+            rank_env = _env(rank, nranks, deadline, env)
+            rank_env[rendezvous.ENV_UID] = uid_hex
+            procs.append(subprocess.Popen(cmd, env=rank_env))
         return _watch(procs, deadline, timeout)
     except LaunchError as e:
         sys.stderr.write(f"accl.perf: {e}\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .collectives import COLLECTIVES
 
@@ -21,6 +21,7 @@ DATATYPE_ALIASES = {
 DEFAULT_DATATYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64",
                      "half", "float", "double"]
 OPS = ["sum", "prod", "max", "min", "avg"]
+PEERS = ["mpi", "gloo"]  # --compare: OpenMPI (mpi4py under mpirun), Gloo (torch.distributed)
 AVERAGE_NAMES = {0: "rank 0", 1: "average", 2: "minimum", 3: "maximum"}
 
 
@@ -48,6 +49,15 @@ def _datatype(text: str) -> str:
     return name
 
 
+def _peers(text: str) -> list[str]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in PEERS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown peer {bad[0]!r} for --compare (one of {', '.join(PEERS)})")
+    return list(dict.fromkeys(names))
+
+
 def _op(text: str) -> str:
     if text != "all" and text not in OPS:
         raise argparse.ArgumentTypeError(f"unknown op {text!r} (one of {', '.join(OPS)}, all)")
@@ -69,6 +79,11 @@ class Options:
     ops: list[str]
     average: int
     timeout: float
+    compare: list[str] = field(default_factory=list)  # peers: "mpi", "gloo"
+    plot: str | None = None  # busbw-vs-size PNG
+    csv: str | None = None
+    json: str | None = None
+    progress: bool = False  # a line per size to stderr (else only sizes taking > 2 s)
 
     def sizes(self) -> list[int]:
         """The byte sizes of the sweep, minbytes to maxbytes inclusive."""
@@ -105,6 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time reported: 0 rank 0, 1 average (default, as nccl-tests), 2 min, 3 max")
     p.add_argument("-T", "--timeout", type=float, default=300.0,
                    help="seconds before the whole run is stopped (300)")
+    p.add_argument("--compare", type=_peers, default=[], metavar="mpi,gloo",
+                   help="also time the same sizes with OpenMPI (mpi4py under mpirun) and/or "
+                        "Gloo (torch.distributed); adds 'mpi time', 'x mpi', ... columns")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="busbw vs size, one line per library (needs matplotlib)")
+    p.add_argument("--csv", metavar="FILE", default=None, help="write the rows as CSV")
+    p.add_argument("-J", "--json", metavar="FILE", default=None, help="write the rows as JSON")
+    p.add_argument("--progress", action="store_true",
+                   help="a '# [k/N] size ...' line on stderr after every size "
+                        "(without it: only for sizes that take more than 2 s)")
     return p
 
 
@@ -126,4 +151,5 @@ def parse(argv: list[str]) -> Options:
     types = DEFAULT_DATATYPES if a.datatype == "all" else [a.datatype]
     ops = OPS if a.op == "all" else [a.op]
     return Options(a.collective, a.nranks, a.minbytes, a.maxbytes, stepbytes, factor, a.iters,
-                   a.warmup_iters, a.check, types, ops, a.average, a.timeout)
+                   a.warmup_iters, a.check, types, ops, a.average, a.timeout, a.compare,
+                   a.plot, a.csv, a.json, a.progress)

@@ -77,3 +77,22 @@ def footer(name: str, failed_tests: int, avg_busbw: float) -> list[str]:
         "#",
         f"# Collective test concluded: {name}",
     ]
+
+
+# -- --compare: a peer library's columns after the in-place ones ----------------
+def compare_header(lines: list[str], names: list[str]) -> list[str]:
+    """header() with `<peer> time` and `x <peer>` columns appended for each peer."""
+    if not names:
+        return lines
+    out = list(lines)
+    out[1] += "".join("  %9s  %6s" % ("", "") for _ in names)
+    out[2] += "".join("  %9s  %6s" % (f"{n} time", f"x {n}") for n in names)
+    out[3] += "".join("  %9s  %6s" % ("(us)", "") for _ in names)
+    return out
+
+
+def compare_part(peer_us: float | None, ratio: float | None) -> str:
+    """`  <time>  <ratio>`; N/A where the peer has no time for this row."""
+    if peer_us is None:
+        return "  %9s  %6s" % ("N/A", "N/A")
+    return "  %9s  %6s" % (float_str(peer_us, 9), "N/A" if ratio is None else "%6.2f" % ratio)

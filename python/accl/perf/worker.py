@@ -16,7 +16,7 @@ import numpy as np
 import accl
 from accl import _accl
 
-from . import data, devices, rendezvous, table, watchdog
+from . import compare, data, devices, output, peers, rendezvous, table, watchdog
 from .collectives import COLLECTIVES, Collective
 from .options import DATATYPES, Options
 
@@ -75,8 +75,11 @@ def _unsupported(comm, coll: Collective, dtype, op: str) -> str | None:
 
 
 def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, op: str,
-                  size: int) -> tuple[str, list[int | None], list[float]]:
-    """One table row: out-of-place then in-place; returns (row, wrong counts, busbws)."""
+                  size: int, peer_rows: dict) -> tuple[str, list[int | None], list[float], dict]:
+    """One table row: out-of-place then in-place (then the peers' columns).
+
+    Returns (row text, wrong counts, busbws, the row as a dict for --csv/--json).
+    """
     count = size // dtype.itemsize
     nbytes = count * dtype.itemsize
     index = np.arange(count, dtype=np.int64)
@@ -84,7 +87,9 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
     send = data.fill(comm.rank, index, dtype, op)
     recv = np.zeros_like(send)
     row = table.row_start(nbytes, count, typename, op, coll.root)
-    wrongs, busbws = [], []
+    record = {"collective": coll.name, "nranks": comm.size, "size": nbytes, "count": count,
+              "type": typename, "redop": op, "root": coll.root}
+    wrongs, busbws, times = [], [], []
     for in_place in (False, True):
         if in_place:
             send[...] = data.fill(comm.rank, index, dtype, op)
@@ -94,15 +99,37 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
         busbw = algbw * coll.bus_factor(comm.size)
         wrong = _check(comm, coll, send, dst, index, want, dtype, op) if opts.check else None
         row += table.row_part(seconds * 1e6, algbw, busbw, wrong)
+        pre = "ip_" if in_place else ""
+        record.update({f"{pre}time_us": seconds * 1e6, f"{pre}algbw": algbw,
+                       f"{pre}busbw": busbw, f"{pre}wrong": wrong})
         wrongs.append(wrong)
         busbws.append(busbw)
-    return row, wrongs, busbws
+        times.append(seconds * 1e6)
+    for name in opts.compare:
+        peer = peer_rows.get((name, typename, op, nbytes))
+        peer_us = peer["time_us"] if peer else None
+        ratio = None
+        if peer_us is not None:
+            ours = times[1] if peer_rows.get(("in_place", name)) else times[0]
+            ratio = peer_us / ours if ours > 0 else None
+            peer_busbw = (nbytes / 1e3 / peer_us * coll.bus_factor(comm.size)
+                          if peer_us > 0 else 0.0)
+        record[f"{name}_time_us"] = peer_us
+        record[f"{name}_busbw"] = peer_busbw if peer_us is not None else None
+        record[f"x_{name}"] = ratio
+        if peer and peer.get("wrong"):
+            record[f"{name}_wrong"] = peer["wrong"]
+        row += table.compare_part(peer_us, ratio)
+    return row, wrongs, busbws, record
 
 
-def _sweep(comm, coll: Collective, opts: Options, out) -> tuple[int, list[float]]:
-    """Every datatype x op x size; returns (tests with wrong values, all busbws)."""
-    failed, busbws = 0, []
+def _sweep(comm, coll: Collective, opts: Options, out,
+           peer_rows: dict) -> tuple[int, list[float], list[dict]]:
+    """Every datatype x op x size; returns (tests with wrong values, all busbws, rows)."""
+    failed, busbws, records = 0, [], []
     ops = opts.ops if coll.has_op else ["none"]
+    sizes = opts.sizes()
+    total, k = len(opts.datatypes) * len(ops) * len(sizes), 0
     for typename in opts.datatypes:
         dtype = data.numpy_dtype(DATATYPES[typename])
         for op in ops:
@@ -112,13 +139,21 @@ def _sweep(comm, coll: Collective, opts: Options, out) -> tuple[int, list[float]
                     message = f"accl.perf: {typename} {op}: {reason}"
                     raise SystemExit(message if comm.rank == 0 else 2)
                 out(f"# {typename} {op}: skipped, the library refuses it: {reason}")
+                k += len(sizes)
                 continue
-            for size in opts.sizes():
-                row, wrongs, bws = _measure_size(comm, coll, opts, typename, dtype, op, size)
+            for size in sizes:
+                k += 1
+                t0 = time.monotonic()
+                row, wrongs, bws, record = _measure_size(comm, coll, opts, typename, dtype, op,
+                                                         size, peer_rows)
                 out(row)
+                if comm.rank == 0:
+                    peers.progress("accl ", k, total, typename, op, record["size"],
+                                   time.monotonic() - t0, opts)
                 failed += sum(1 for w in wrongs if w)
                 busbws += bws
-    return failed, busbws
+                records.append(record)
+    return failed, busbws, records
 
 
 def run(opts: Options, me: rendezvous.Identity) -> int:
@@ -137,14 +172,32 @@ def run(opts: Options, me: rendezvous.Identity) -> int:
             _, reason = accl.query_mode()
             ranks = devices.gather(comm, reason)
             header_code = _accl.c_constants().get("NCCL_VERSION_CODE", 0)
+            peer_results = compare.load() if opts.compare else None
+            peer_rows: dict = {}
+            if opts.compare and peer_results is None:
+                out(f"# --compare {','.join(opts.compare)}: needs accl.perf's own launcher "
+                    "(it runs the peers first); not compared under " + me.launcher)
+            elif peer_results:
+                peer_rows = compare.lookup(peer_results)
+                for name, res in peer_results.items():
+                    peer_rows[("in_place", name)] = bool(res.get("in_place"))
             for line in (table.preamble(coll.name, accl.__version__, header_code,
                                         accl.nccl_version(), opts)
-                         + table.device_lines(ranks) + table.header()):
+                         + table.device_lines(ranks)
+                         + table.compare_header(table.header(), opts.compare)):
                 out(line)
-            failed, busbws = _sweep(comm, coll, opts, out)
+            failed, busbws, records = _sweep(comm, coll, opts, out, peer_rows)
             avg = sum(busbws) / len(busbws) if busbws else 0.0
             for line in table.footer(coll.name, failed, avg):
                 out(line)
+            if comm.rank == 0 and (opts.csv or opts.json or opts.plot):
+                meta = {"collective": coll.name, "nranks": comm.size,
+                        "accl_version": accl.__version__, "mode": reason,
+                        "iters": opts.iters, "warmup_iters": opts.warmup_iters,
+                        "average": opts.average,
+                        "peers": {n: {k: v for k, v in r.items() if k != "rows"}
+                                  for n, r in (peer_results or {}).items()}}
+                output.write_all(opts, records, meta)
     except accl.NcclError as e:
         sys.stderr.write(f"accl.perf: rank {me.rank}: {e}\n")
         return 2
