@@ -142,8 +142,8 @@ TEST(param_precedence) {
   CHECK_EQ(std::string(paramString(Param::SocketIfname)), std::string("lo"));
   setenv("NCCL_BUFFSIZE", "garbage", 1);
   resetParams();
-  CHECK_EQ(paramInt(Param::BuffSize), 4 << 20);  // invalid value: default, reported by dumpParams
-  CHECK(dumpParams().find("NCCL_BUFFSIZE=4194304 (env (invalid, default used))") != std::string::npos);
+  CHECK_EQ(paramInt(Param::BuffSize), 1 << 20);  // invalid value: default, reported by dumpParams
+  CHECK(dumpParams().find("NCCL_BUFFSIZE=1048576 (env (invalid, default used))") != std::string::npos);
   unsetenv("NCCL_CONF_FILE");
   unsetenv("ACCL_TIMEOUT");
   unsetenv("NCCL_BUFFSIZE");

@@ -111,8 +111,8 @@ def test_every_collective_from_c(c_program, nranks):
     assert _all_ranks_pass(p, nranks), p.stdout + p.stderr[-3000:]
 
 
-# One FIFO slot is NCCL_BUFFSIZE/8 = 512 KiB = 131072 int32: around it, and many slots.
-@pytest.mark.parametrize("count", [0, 1, 131071, 131072, 131073, 400001])
+# One FIFO slot is NCCL_BUFFSIZE/8 = 128 KiB = 32768 int32: around it, and many slots.
+@pytest.mark.parametrize("count", [0, 1, 32767, 32768, 32769, 400001])
 @pytest.mark.parametrize("env", [{}, {"NCCL_SHM_DISABLE": "1"}, {"NCCL_ALGO": "allreduce:tree"},
                                  {"NCCL_BUFFSIZE": "32768"}], ids=["shm", "sockets", "tree", "small-fifo"])
 def test_every_collective_from_c_sizes(c_program, count, env):

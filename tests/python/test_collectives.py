@@ -51,7 +51,7 @@ DTYPE_GROUPS = {
 OPS = ["sum", "prod", "max", "min", "avg", "premul"]
 EPS = {"float16": 2.0**-10, "float32": 2.0**-23, "float64": 2.0**-52, "bfloat16": 2.0**-7,
        "float8_e4m3fn": 2.0**-3, "float8_e5m2": 2.0**-2}
-SLOT_BYTES = 4194304 // 8  # NCCL_BUFFSIZE / 8: one FIFO slot, the pipelining chunk
+SLOT_BYTES = 1048576 // 8  # NCCL_BUFFSIZE / 8: one FIFO slot, the pipelining chunk
 PREMUL_INT, PREMUL_FLOAT = 3, 2.0
 MAX_REPORTED = 12
 
@@ -790,7 +790,7 @@ ALGO_SCRIPT = textwrap.dedent("""
     out, n = sys.argv[1], int(sys.argv[2])
     uid = accl.get_unique_id()
     res, errs = [{} for _ in range(n)], []
-    S = 524288 // 4  # float32/int32 elements in a FIFO slot
+    S = 131072 // 4  # float32/int32 elements in a FIFO slot
     SIZES = [1, 7, 2 * S - 1, 2 * S + 1, n * S + 1]
     def main(r):
         try:
