@@ -2,6 +2,7 @@
 // CollArgs, then run now (host mode completes before returning) or queue inside
 // a group. All-to-all, gather and scatter are groups of sends and receives.
 #include "api/api.h"
+#include "api/init_common.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -25,15 +26,7 @@ enum Needs : unsigned { kNone = 0, kOp = 1, kRoot = 2, kPeer = 4, kSend = 8, kRe
 // For reducing calls it also resolves the op into a.red.
 ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
   const char* fn = a.opName;
-  if (!a.comm) {
-    WARN("%s: comm is NULL", fn);
-    return ncclInvalidArgument;
-  }
-  if (!accl::commValid(a.comm)) {
-    WARN("%s: comm %p is not a live communicator (destroyed, aborted or never created)", fn,
-         static_cast<const void*>(a.comm));
-    return ncclInvalidArgument;
-  }
+  NCCLCHECK(acclCheckComm(a.comm, fn));
   ncclComm* comm = a.comm;
   if (!comm->initDone.load()) {
     WARN("%s (%s, rank %d): the communicator is still initialising (non-blocking init: poll "

@@ -40,7 +40,6 @@ ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn) {
 
 namespace {
 
-ncclResult_t checkComm(const ncclComm* comm, const char* fn) { return acclCheckComm(comm, fn); }
 
 // Finishes an init job: records its result where ncclCommGetAsyncError sees it.
 ncclResult_t finishInit(ncclComm* comm, ncclResult_t r) {
@@ -184,7 +183,7 @@ NCCL_API_ALIAS(ncclCommInitAll)
 
 extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
-  NCCLCHECK(checkComm(comm, "ncclCommFinalize"));
+  NCCLCHECK(acclCheckComm(comm, "ncclCommFinalize"));
   if (comm->initThread.joinable()) comm->initThread.join();
   // Host-mode calls complete before they return; what may still be in flight is
   // data a socket proxy has not put on the wire yet.
@@ -202,7 +201,7 @@ NCCL_API_ALIAS(ncclCommFinalize)
 extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
   if (!comm) return ncclSuccess;  // as NCCL
-  NCCLCHECK(checkComm(comm, "ncclCommDestroy"));
+  NCCLCHECK(acclCheckComm(comm, "ncclCommDestroy"));
   if (comm->initThread.joinable()) comm->initThread.join();
   if (comm->asyncError.load() == ncclSuccess) (void)accl::commDrain(comm);
   accl::commFree(comm);
@@ -214,7 +213,7 @@ NCCL_API_ALIAS(ncclCommDestroy)
 extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
   if (!comm) return ncclSuccess;  // as NCCL
-  NCCLCHECK(checkComm(comm, "ncclCommAbort"));
+  NCCLCHECK(acclCheckComm(comm, "ncclCommAbort"));
   // From any thread: raise the flag every wait checks, tell the peers, then free
   // once the calls that were inside the comm have left.
   comm->abortFlag.store(1);
@@ -229,7 +228,7 @@ NCCL_API_ALIAS(ncclCommAbort)
 
 extern "C" ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   ACCL_API_GUARD_BEGIN
-  NCCLCHECK(checkComm(comm, "ncclCommGetAsyncError"));
+  NCCLCHECK(acclCheckComm(comm, "ncclCommGetAsyncError"));
   if (!asyncError) {
     WARN("ncclCommGetAsyncError: asyncError is NULL");
     return ncclInvalidArgument;
@@ -243,7 +242,7 @@ NCCL_API_ALIAS(ncclCommGetAsyncError)
 namespace {
 
 ncclResult_t queryInt(const ncclComm* comm, int* out, const char* fn, const char* what, int value) {
-  NCCLCHECK(checkComm(comm, fn));
+  NCCLCHECK(acclCheckComm(comm, fn));
   if (!out) {
     WARN("%s: %s is NULL", fn, what);
     return ncclInvalidArgument;
