@@ -101,9 +101,20 @@ def datatype_of(dtype: np.dtype) -> DataType:
     raise TypeError(f"dtype {dtype} has no NCCL datatype (supported: {supported})")
 
 
+# dtype -> the integer type its buffer is exported as (None: exported as is).
+# Keyed by the dtype object: dtype.name builds a string on every call, which
+# cost microseconds per collective on the hot path.
+_VIEW_AS: dict[np.dtype, type | None] = {}
+
+
 def as_c_array(arr: np.ndarray | None) -> np.ndarray | None:
     """arr, or a same-width integer view of it when NumPy cannot export its dtype."""
     if arr is None:
         return None
-    entry = _BY_NAME.get(arr.dtype.name)
-    return arr.view(entry[1]) if entry is not None else arr
+    dt = arr.dtype
+    try:
+        view = _VIEW_AS[dt]
+    except KeyError:
+        entry = _BY_NAME.get(dt.name)
+        view = _VIEW_AS[dt] = entry[1] if entry is not None else None
+    return arr.view(view) if view is not None else arr
