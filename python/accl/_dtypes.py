@@ -87,6 +87,9 @@ def numpy_dtype(datatype: DataType | int) -> np.dtype:
     raise TypeError(f"{datatype!r} needs the ml_dtypes package")  # pragma: no cover
 
 
+_LOWP_SEEN: dict[np.dtype, DataType] = {}  # ml_dtypes dtypes already mapped
+
+
 def datatype_of(dtype: np.dtype) -> DataType:
     """The ncclDataType_t for a NumPy dtype; TypeError if NCCL has none."""
     dtype = np.dtype(dtype)
@@ -95,8 +98,12 @@ def datatype_of(dtype: np.dtype) -> DataType:
     dt = _NATIVE.get(dtype)
     if dt is not None:
         return dt
+    dt = _LOWP_SEEN.get(dtype)
+    if dt is not None:
+        return dt
     if dtype.name in _BY_NAME and dtype.itemsize == np.dtype(_BY_NAME[dtype.name][1]).itemsize:
-        return _BY_NAME[dtype.name][0]
+        dt = _LOWP_SEEN[dtype] = _BY_NAME[dtype.name][0]  # dtype.name is slow: remember the answer
+        return dt
     supported = ", ".join(sorted([str(d) for d in _NATIVE] + list(_BY_NAME)))
     raise TypeError(f"dtype {dtype} has no NCCL datatype (supported: {supported})")
 
