@@ -11,6 +11,8 @@ PY=${PYTHON:-python3}
 command -v cmake >/dev/null || "$PY" -m pip install -q "cmake>=3.18"
 "$PY" -m pip install -q pytest pytest-timeout numpy ml_dtypes
 "$PY" -m pip install -q ".[test]"
+# The CPU torch wheel (on this kind of machine's disk) for the accl.torch backend tests.
+"$PY" -m pip install -q torch==2.13.0
 
 # pytest-timeout bounds every test; multi-process tests carry their own deadlines.
 "$PY" -m pytest -q tests "$@"
