@@ -65,3 +65,29 @@ def test_header_compiles_with_and_without_cuda_headers(accl_paths, tmp_path, com
     subprocess.run(compiler + flags + ["-Wall", "-Werror", f"-I{inc}", str(src), "-o", str(tmp_path / "use")],
                    check=True, timeout=60)
     assert subprocess.run([str(tmp_path / "use")]).returncode == 0
+
+
+def test_every_nccl_function_torch_imports_is_exported(accl_paths):
+    # The names torch 2.14.1's libtorch_cuda.so imports (measured from NVIDIA's build).
+    lib, _ = accl_paths
+    names = set(dynamic_symbols(lib))
+    wanted = set((ABI / "torch-2.14.1-imports.txt").read_text().split())
+    assert len(wanted) >= 50
+    assert wanted - names == set()
+
+
+def test_installed_torch_cuda_imports_are_exported(accl_paths):
+    # Where a CUDA build of torch is installed, read its undefined nccl* symbols directly.
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        pytest.skip("torch is not installed")
+    libdir = Path(spec.origin).parent / "lib"
+    cuda = sorted(libdir.glob("libtorch_cuda*.so"))
+    if not cuda:
+        pytest.skip("this torch has no libtorch_cuda.so (a CPU build)")
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(cuda[0])], check=True, capture_output=True,
+                         text=True).stdout
+    imported = {l.split()[-1].split("@")[0] for l in out.splitlines() if l.split() and l.split()[-1].startswith("nccl")}
+    lib, _ = accl_paths
+    assert imported - set(dynamic_symbols(lib)) == set()
