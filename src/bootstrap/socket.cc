@@ -242,6 +242,4 @@ ncclResult_t socketRecv(int fd, void* buf, size_t len, const Deadline& dl) {
   return socketSendRecv(-1, nullptr, 0, fd, buf, len, dl);
 }
 
-ncclResult_t socketWaitReadable(int fd, const Deadline& dl) { return pollOne(fd, POLLIN, dl, "wait for peer"); }
-
 }  // namespace accl

@@ -53,7 +53,5 @@ ncclResult_t socketRecv(int fd, void* buf, size_t len, const Deadline& dl);
 // sending to each other can never deadlock on full kernel buffers.
 ncclResult_t socketSendRecv(int sendFd, const void* sbuf, size_t slen, int recvFd, void* rbuf,
                             size_t rlen, const Deadline& dl);
-// Waits until `fd` is readable (data or EOF). ncclSuccess when readable.
-ncclResult_t socketWaitReadable(int fd, const Deadline& dl);
 
 }  // namespace accl

@@ -31,7 +31,8 @@ LogState& state() {
   return *s;
 }
 
-thread_local int tlsDevice = 0;
+// The device in log lines: host mode has none, and NCCL then prints [0].
+constexpr int kLogDevice = 0;
 
 const struct { const char* name; uint64_t bit; } kSubsysNames[] = {
     {"INIT", kInit}, {"COLL", kColl}, {"P2P", kP2p}, {"SHM", kShm}, {"NET", kNet},
@@ -120,11 +121,11 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;
   if (level == LogLevel::Warn)
-    fprintf(s.out, "%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", s.host, getpid(), tid, tlsDevice, base, line, msg);
+    fprintf(s.out, "%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", s.host, getpid(), tid, kLogDevice, base, line, msg);
   else if (level == LogLevel::Trace)
-    fprintf(s.out, "%s:%d:%ld [%d] %s:%d NCCL TRACE %s\n", s.host, getpid(), tid, tlsDevice, base, line, msg);
+    fprintf(s.out, "%s:%d:%ld [%d] %s:%d NCCL TRACE %s\n", s.host, getpid(), tid, kLogDevice, base, line, msg);
   else
-    fprintf(s.out, "%s:%d:%ld [%d] NCCL INFO %s\n", s.host, getpid(), tid, tlsDevice, msg);
+    fprintf(s.out, "%s:%d:%ld [%d] NCCL INFO %s\n", s.host, getpid(), tid, kLogDevice, msg);
   fflush(s.out);
 }
 
@@ -142,7 +143,5 @@ const char* lastWarning() {
   copy = s.lastWarn;
   return copy.c_str();
 }
-
-void setLogDevice(int dev) { tlsDevice = dev < 0 ? 0 : dev; }
 
 }  // namespace accl

@@ -30,8 +30,6 @@ bool logEnabled(LogLevel level, uint64_t subsys);
 void resetLogInit();
 // The text of the most recent WARN in this process ("" if none).
 const char* lastWarning();
-// The CUDA device shown in log lines for the calling thread (-1 prints nothing useful; NCCL prints [0]).
-void setLogDevice(int dev);
 
 }  // namespace accl
 

@@ -134,8 +134,6 @@ const char* paramString(Param p) {
   return c.value[static_cast<int>(p)].c_str();  // stable until resetParams()
 }
 
-const char* paramEnvName(Param p) { return kDefs[static_cast<int>(p)].env; }
-
 void resetParams() {
   Cache& c = cache();
   std::lock_guard<std::mutex> g(c.mu);

@@ -17,7 +17,6 @@ enum class Param : int {
 
 int64_t paramInt(Param p);
 const char* paramString(Param p);  // never NULL; "" when unset and no default
-const char* paramEnvName(Param p);
 void resetParams();
 // "NAME=value (source)" for every parameter, one per line: for accl.info and NCCL_DEBUG=INFO ENV.
 std::string dumpParams();
