@@ -33,7 +33,7 @@ ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
          "ncclCommGetAsyncError until it is not ncclInProgress)", fn, comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
-  int async = comm->asyncError.load();
+  int async = comm->deviceMode ? accl::devCheck(comm) : comm->asyncError.load();
   if (async != ncclSuccess) {
     WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),
          comm->rank, pncclGetErrorString(static_cast<ncclResult_t>(async)));
@@ -63,6 +63,22 @@ ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
   if (a.count > 0 && (needs & kRecv) && !a.recvbuff) {
     WARN("%s: recvbuff is NULL with count = %zu", fn, a.count);
     return ncclInvalidArgument;
+  }
+  if (comm->deviceMode && a.count > 0) {
+    // Device buffers run as kernels on the stream; host buffers on the host executor.
+    const void* bufs[2] = {(needs & kSend) ? a.sendbuff : nullptr, (needs & kRecv) ? a.recvbuff : nullptr};
+    int dev = 0, host = 0;
+    for (const void* b : bufs) {
+      if (!b) continue;
+      if (accl::devBuffer(b)) ++dev;
+      else ++host;
+    }
+    if (dev && host) {
+      WARN("%s (%s, rank %d): one buffer is device memory and the other host memory; both must be the same kind",
+           fn, comm->name.c_str(), comm->rank);
+      return ncclInvalidArgument;
+    }
+    a.onDevice = dev > 0;
   }
   return ncclSuccess;
 }
@@ -99,8 +115,18 @@ ncclResult_t submit(CollArgs a, unsigned needs, size_t span = 1) {
 }
 
 CollArgs make(CollKind kind, const char* name, const void* send, void* recv, size_t count, ncclDataType_t type,
-              ncclRedOp_t op, int root, ncclComm_t comm) {
-  CollArgs a{kind, name, send, recv, count, type, op, root, comm, nullptr, accl::Reducer(), nullptr};
+              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  CollArgs a{};
+  a.kind = kind;
+  a.opName = name;
+  a.sendbuff = send;
+  a.recvbuff = recv;
+  a.count = count;
+  a.type = type;
+  a.op = op;
+  a.root = root;
+  a.comm = comm;
+  a.stream = stream;
   return a;
 }
 
@@ -112,18 +138,18 @@ bool overlaps(const void* a, const void* b, size_t bytes) {
 }  // namespace
 
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return submit(make(CollKind::AllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm),
+  return submit(make(CollKind::AllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm, stream),
                 kOp | kSend | kRecv);
   ACCL_API_GUARD_END("ncclAllReduce")
 }
 NCCL_API_ALIAS(ncclAllReduce)
 
 extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                      int root, ncclComm_t comm, cudaStream_t) {
+                                      int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  CollArgs a = make(CollKind::Broadcast, "ncclBroadcast", sendbuff, recvbuff, count, datatype, ncclSum, root, comm);
+  CollArgs a = make(CollKind::Broadcast, "ncclBroadcast", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
   // Only the root reads sendbuff.
   unsigned needs = kRoot | kRecv | (comm && accl::commValid(comm) && comm->rank == root ? kSend : kNone);
   return submit(a, needs);
@@ -132,18 +158,18 @@ extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, siz
 NCCL_API_ALIAS(ncclBroadcast)
 
 extern "C" ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                  cudaStream_t) {
+                                  cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return submit(make(CollKind::Broadcast, "ncclBcast", buff, buff, count, datatype, ncclSum, root, comm),
+  return submit(make(CollKind::Broadcast, "ncclBcast", buff, buff, count, datatype, ncclSum, root, comm, stream),
                 kRoot | kSend | kRecv);
   ACCL_API_GUARD_END("ncclBcast")
 }
 NCCL_API_ALIAS(ncclBcast)
 
 extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  CollArgs a = make(CollKind::Reduce, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root, comm);
+  CollArgs a = make(CollKind::Reduce, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   unsigned needs = kOp | kRoot | kSend | (comm && accl::commValid(comm) && comm->rank == root ? kRecv : kNone);
   return submit(a, needs);
   ACCL_API_GUARD_END("ncclReduce")
@@ -151,9 +177,9 @@ extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t
 NCCL_API_ALIAS(ncclReduce)
 
 extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t) {
+                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  CollArgs a = make(CollKind::AllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm);
+  CollArgs a = make(CollKind::AllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
   size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
   return submit(a, kSend | kRecv, span);
   ACCL_API_GUARD_END("ncclAllGather")
@@ -161,10 +187,10 @@ extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, siz
 NCCL_API_ALIAS(ncclAllGather)
 
 extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
   CollArgs a = make(CollKind::ReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, 0,
-                    comm);
+                    comm, stream);
   size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
   return submit(a, kOp | kSend | kRecv, span);
   ACCL_API_GUARD_END("ncclReduceScatter")
@@ -172,27 +198,27 @@ extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff,
 NCCL_API_ALIAS(ncclReduceScatter)
 
 extern "C" ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                                 ncclComm_t comm, cudaStream_t) {
+                                 ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return submit(make(CollKind::Send, "ncclSend", sendbuff, nullptr, count, datatype, ncclSum, peer, comm),
+  return submit(make(CollKind::Send, "ncclSend", sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream),
                 kPeer | kSend);
   ACCL_API_GUARD_END("ncclSend")
 }
 NCCL_API_ALIAS(ncclSend)
 
 extern "C" ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                                 cudaStream_t) {
+                                 cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return submit(make(CollKind::Recv, "ncclRecv", nullptr, recvbuff, count, datatype, ncclSum, peer, comm),
+  return submit(make(CollKind::Recv, "ncclRecv", nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream),
                 kPeer | kRecv);
   ACCL_API_GUARD_END("ncclRecv")
 }
 NCCL_API_ALIAS(ncclRecv)
 
 extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                     ncclComm_t comm, cudaStream_t) {
+                                     ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  CollArgs base = make(CollKind::Send, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm);
+  CollArgs base = make(CollKind::Send, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
   size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
   NCCLCHECK(checkArgs(base, kSend | kRecv, span));
   if (count == 0) return ncclSuccess;
@@ -200,6 +226,11 @@ extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size
   const size_t block = count * accl::typeSize(datatype);
   std::shared_ptr<void> keep;
   const char* src = static_cast<const char*>(sendbuff);
+  if (base.onDevice && overlaps(sendbuff, recvbuff, block * n)) {
+    WARN("ncclAlltoAll (%s, rank %d): an in-place all-to-all of device buffers is not supported yet "
+         "(use separate send and receive buffers)", comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
   if (overlaps(sendbuff, recvbuff, block * n)) {  // in place: send from a copy
     keep.reset(malloc(block * n), free);
     if (!keep) {
@@ -257,17 +288,17 @@ ncclResult_t rooted(CollArgs base, bool gather) {
 }  // namespace
 
 extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                   int root, ncclComm_t comm, cudaStream_t) {
+                                   int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return rooted(make(CollKind::Send, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm), true);
+  return rooted(make(CollKind::Send, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream), true);
   ACCL_API_GUARD_END("ncclGather")
 }
 NCCL_API_ALIAS(ncclGather)
 
 extern "C" ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                    int root, ncclComm_t comm, cudaStream_t) {
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return rooted(make(CollKind::Recv, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm),
+  return rooted(make(CollKind::Recv, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
                 false);
   ACCL_API_GUARD_END("ncclScatter")
 }

@@ -42,6 +42,7 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
   }
   auto* child = new ncclComm();
   child->config = cfg;
+  child->cudaDev = comm->cudaDev;  // the parent's device (-1: host mode)
   return acclStartInit(
       child,
       [comm, color, key, child] {
@@ -87,6 +88,7 @@ extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nrank
     if (k % nranks == myrank && memcmp(&ids[k].root, &ids[0].root, sizeof(ids[0].root)) != 0)
       accl::releaseRoot(ids[k]);
   auto* comm = new ncclComm();
+  comm->cudaDev = accl::devChoose(-1);
   comm->config = cfg;
   comm->rank = myrank;
   comm->nranks = nranks;

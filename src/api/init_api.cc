@@ -19,7 +19,7 @@ using accl::commValid;
 ncclResult_t acclCheckMode(const char* fn) {
   const char* mode = accl::paramString(accl::Param::Mode);
   if (strcasecmp(mode, "auto") != 0 && strcasecmp(mode, "host") != 0) {
-    WARN("%s: ACCL_MODE=%s is not supported (use auto or host; this build has no device data path yet)", fn, mode);
+    WARN("%s: ACCL_MODE=%s is not supported (use auto or host)", fn, mode);
     return ncclInvalidUsage;
   }
   return ncclSuccess;
@@ -79,7 +79,7 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
 namespace {
 
 ncclResult_t initRankConfig(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
-                            ncclConfig_t* config) {
+                            ncclConfig_t* config, int device = -1) {
   if (!out) {
     WARN("%s: comm (the ncclComm_t* output) is NULL", fn);
     return ncclInvalidArgument;
@@ -106,6 +106,7 @@ ncclResult_t initRankConfig(const char* fn, ncclComm_t* out, int nranks, const n
   comm->config = cfg;
   comm->rank = rank;
   comm->nranks = nranks;
+  comm->cudaDev = accl::devChoose(device);  // in the caller's thread: its current device, as NCCL
   return acclStartInit(comm, [comm, id, nranks, rank] { return accl::commInit(comm, id, nranks, rank); }, out);
 }
 
@@ -165,7 +166,7 @@ extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int*
   NCCLCHECK(accl::groupStart());
   ncclResult_t first = ncclSuccess;
   for (int i = 0; i < ndev; ++i) {
-    ncclResult_t r = initRankConfig("ncclCommInitAll", &comms[i], ndev, id, i, nullptr);
+    ncclResult_t r = initRankConfig("ncclCommInitAll", &comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : i);
     if (r != ncclSuccess && first == ncclSuccess) first = r;
   }
   ncclResult_t r = accl::groupEnd();
@@ -188,7 +189,8 @@ extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   // Host-mode calls complete before they return; what may still be in flight is
   // data a socket proxy has not put on the wire yet.
   accl::CommUse use(comm);
-  ncclResult_t r = accl::commDrain(comm);
+  ncclResult_t r = accl::devWait(comm);  // device mode: the last kernel has finished
+  if (r == ncclSuccess) r = accl::commDrain(comm);
   if (r != ncclSuccess) {
     accl::commSetError(comm, r);
     return r;
@@ -233,7 +235,7 @@ extern "C" ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
     WARN("ncclCommGetAsyncError: asyncError is NULL");
     return ncclInvalidArgument;
   }
-  *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
+  *asyncError = comm->deviceMode ? accl::devCheck(comm) : static_cast<ncclResult_t>(comm->asyncError.load());
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommGetAsyncError")
 }

@@ -26,6 +26,8 @@ struct CollArgs {
   ncclRedOp_t op;
   int root;            // root for rooted collectives, peer for send/recv
   ncclComm* comm;
+  void* stream = nullptr;  // cudaStream_t (device mode)
+  bool onDevice = false;   // device buffers: runs as a kernel on `stream`
   std::shared_ptr<void> keep;  // a staging copy the operation reads (in-place all-to-all)
   // Filled when the call is issued (the op may be destroyed before a group runs it).
   Reducer red;

@@ -51,6 +51,14 @@ ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& send
 }  // namespace
 
 ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
+  size_t onDevice = 0;
+  for (const CollArgs& a : ops) onDevice += a.onDevice;
+  if (onDevice == ops.size()) return devRunP2p(comm, ops);
+  if (onDevice) {
+    WARN("%s (%s, rank %d): a group mixes sends/receives of device buffers with ones of host buffers; "
+         "use one kind per group", ops[0].opName, comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
   std::vector<const CollArgs*> selfSends, selfRecvs;
   std::map<int, Queue> sendQ, recvQ;
   for (const CollArgs& a : ops) {

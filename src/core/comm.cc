@@ -133,8 +133,8 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   comm->rank = rank;
   comm->nranks = nranks;
   const ModeInfo& mode = queryMode();
-  comm->deviceMode = mode.device;
-  comm->cudaDev = -1;
+  comm->deviceMode = mode.device && comm->cudaDev >= 0;  // cudaDev: chosen by the API call (devChoose)
+  if (!comm->deviceMode) comm->cudaDev = -1;
   comm->name = comm->config.commName.empty() ? "comm (initialising)" : comm->config.commName;
 
   std::string err;
@@ -153,6 +153,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   if (getrandom(&me.nonce, sizeof(me.nonce), 0) != sizeof(me.nonce)) me.nonce = static_cast<uint64_t>(getpid());
   me.cudaDev = comm->cudaDev;
   me.deviceMode = comm->deviceMode;
+  if (comm->deviceMode) NCCLCHECK(devProbe(comm, &me));
   gethostname(me.hostname, sizeof(me.hostname) - 1);
   comm->peers.assign(nranks, PeerInfo());
   comm->peers[rank] = me;
@@ -188,6 +189,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     ring.send = std::move(sends[0]);
     ring.recv = std::move(recvs[0]);
   }
+  if (comm->deviceMode) NCCLCHECK(devSetup(comm));
   INFO(kInit, "%s rank %d/%d ready (%s; ring %d -> %d -> %d, %s/%s)", comm->name.c_str(), rank, nranks,
        mode.reason.c_str(), ring.prev, rank, ring.next, ring.recv ? ring.recv->kind : "-",
        ring.send ? ring.send->kind : "-");
@@ -203,6 +205,7 @@ void commFree(ncclComm* comm) {
   comm->ring.recv.reset();
   comm->sendConns.clear();
   comm->recvConns.clear();
+  comm->dev.reset();  // after the device connectors, whose release waits for the kernels
   for (Registration* r : comm->registrations) delete r;
   comm->bootstrap.reset();
   comm->magic = kCommDeadMagic;

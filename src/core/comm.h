@@ -22,6 +22,7 @@
 #include "bootstrap/bootstrap.h"
 #include "coll/tuner.h"
 #include "core/config.h"
+#include "device/dev_comm.h"
 #include "device/host_reduce.h"
 #include "transport/connection.h"
 
@@ -37,6 +38,8 @@ struct PeerInfo {
   uint64_t hostHash;
   int32_t cudaDev;
   int32_t deviceMode;
+  int32_t smCount;   // device mode: multiprocessors of cudaDev
+  uint64_t devKey;   // device mode: hash of cudaDev's UUID (ranks on one GPU share it)
   uint64_t nonce;  // random; rank 0's makes the comm hash unique even for a reused NCCL_COMM_ID
   char hostname[64];
 };
@@ -75,7 +78,8 @@ struct Registration {
 };
 
 // Connection tags: which logical connection between the same two ranks.
-enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3 };
+enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3,
+                     kTagDevice = 16, kTagDevRing = 16, kTagDevP2p = 17 };  // >= kTagDevice: device connectors
 
 }  // namespace accl
 
@@ -106,6 +110,7 @@ struct ncclComm {
   uint64_t opCount = 0;
   int nhosts = 1;              // distinct host identities among the ranks
   accl::AlgoMask algoMask;     // NCCL_ALGO, parsed at init
+  accl::DevStatePtr dev;       // device mode only
 };
 
 namespace accl {

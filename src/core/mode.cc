@@ -33,10 +33,15 @@ const ModeInfo& queryMode() {
       info.reason = "host: ACCL_MODE=host (" + std::to_string(n) + " CUDA device(s) visible)";
       return;
     }
-    // The device data path (kernels over device-memory connectors) is not built yet:
-    // communicators run in host mode on host buffers even where a GPU is present.
+#ifdef ACCL_HAVE_DEVICE_PATH
+    info.device = true;
+    info.reason = "device: " + std::to_string(n) +
+                  " CUDA device(s); device buffers run as CUDA kernels (experimental), host buffers on the host executor";
+#else
     info.reason = "host: " + std::to_string(n) +
-                  " CUDA device(s) visible, but this ACCL build has no device data path yet (host buffers only)";
+                  " CUDA device(s) visible, but this build has no device data path (it is experimental: "
+                  "-DACCL_DEVICE_KERNELS=ON); host buffers only";
+#endif
 #else
     (void)mode;
     info.reason = "host: built without CUDA (ACCL_CUDA=OFF or nvcc not found)";

@@ -79,6 +79,7 @@ ncclResult_t resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, cons
     out->scalar = u.value;
     if (u.deviceScalar) *scalarPtr = u.scalarPtr;
   }
+  out->kind = kind;
   if (!hostKernels(type, kind, &out->k)) {
     WARN("%s: %s with %s is not supported by ACCL %s yet (see docs/api-status.md)", fn, opName(comm, op),
          typeName(type), acclGetVersionString());

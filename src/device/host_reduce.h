@@ -38,6 +38,7 @@ bool hostKernels(ncclDataType_t type, OpKind op, ReduceKernels* out);
 struct Reducer {
   ReduceKernels k{};
   Scalar scalar;
+  OpKind kind = OpKind::Sum;  // for the CUDA executor, which has its own kernels
 
   void combine(void* dst, const void* peer, const void* local, size_t n) const {
     k.combine(dst, peer, local, n, &scalar);

@@ -4,7 +4,8 @@
 //   1. every sender connects to its receiver's listener (never blocks on the peer:
 //      the listener's backlog queues it);
 //   2. every receiver accepts each sender, creates its shm FIFO if it is local,
-//      and answers 'S' (shm) or 'N' (this socket carries the data);
+//      and answers 'S' (shm), 'I' (a device connector: CUDA IPC, transport/ipc.cc)
+//      or 'N' (this socket carries the data);
 //   3. every sender reads the answer, maps the shm FIFO and acknowledges;
 //   4. every receiver reads the acknowledgement and unlinks the shm name, so
 //      nothing is left in /dev/shm even if a process dies later.
@@ -47,7 +48,10 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
     NCCLCHECK(bs.acceptPeer(peer, Purpose::Data, tag, &fd));
     recvFds[i].reset(fd);
     char kind = 'N';
-    if (shmUsable(comm, peer)) {
+    if (tag >= kTagDevice) {  // a device connector (same host: dev_coll.cc checked)
+      NCCLCHECK(ipcCreateRecv(comm, peer, tag, &(*recvs)[i]));
+      kind = 'I';
+    } else if (shmUsable(comm, peer)) {
       NCCLCHECK(shmCreateRecv(comm, peer, tag, &(*recvs)[i]));
       kind = 'S';
     }
@@ -58,8 +62,8 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
     int fd = sendFds[i].get(), peer = sendTo[i];
     char kind = 0;
     NCCLCHECK(socketRecv(fd, &kind, 1, dl));
-    if (kind == 'S') {
-      NCCLCHECK(shmOpenSend(comm, peer, tag, &(*sends)[i]));
+    if (kind == 'S' || kind == 'I') {
+      NCCLCHECK(kind == 'S' ? shmOpenSend(comm, peer, tag, &(*sends)[i]) : ipcOpenSend(comm, peer, tag, &(*sends)[i]));
       NCCLCHECK(socketSend(fd, &kind, 1, dl));
     } else if (kind == 'N') {
       NCCLCHECK(netFromSocket(comm, sendFds[i].release(), true, peer, &(*sends)[i]));

@@ -48,7 +48,18 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
 bool shmUsable(ncclComm* comm, int peer);
 ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
 ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
-void shmUnlinkRecv(Connection* recv);
+void shmUnlinkRecv(Connection* recv);  // any connection: unlinks its shm name if it has one
+// Shared-memory segments (shm.cc), named per (comm, sender, receiver, tag).
+std::string shmSegmentName(const ncclComm* comm, int sender, int receiver, int tag);
+ncclResult_t shmSegmentCreate(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map);
+ncclResult_t shmSegmentOpen(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map);
+// Device connectors (ipc.cc; tags >= kTagDevice): GPU slots through CUDA IPC,
+// control blocks in shared memory. Without CUDA these fail with ncclInternalError.
+ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
+ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
+void ipcUnlinkRecv(Connection* recv);
+struct DevChan;
+DevChan* ipcChannels(Connection* c);  // the connection's per-channel table in device memory (NULL: not a device connector)
 // Takes ownership of a connected, authenticated socket.
 ncclResult_t netFromSocket(ncclComm* comm, int fd, bool isSend, int peer, ConnPtr* out);
 

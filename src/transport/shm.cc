@@ -38,12 +38,16 @@ class ShmConnection : public Connection {
   std::string name_;
 };
 
-std::string segmentName(const ncclComm* comm, int sender, int receiver, int tag) {
+}  // namespace
+
+std::string shmSegmentName(const ncclComm* comm, int sender, int receiver, int tag) {
   char buf[96];
   snprintf(buf, sizeof(buf), "/accl-%016llx-%d-%d-%d", static_cast<unsigned long long>(comm->commHash), sender,
            receiver, tag);
   return buf;
 }
+
+namespace {
 
 std::string shmSpace() {
   struct statvfs st;
@@ -57,41 +61,66 @@ bool shmUsable(ncclComm* comm, int peer) {
   return !paramInt(Param::ShmDisable) && comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash;
 }
 
+ncclResult_t shmSegmentCreate(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map) {
+  *map = nullptr;
+  shm_unlink(name.c_str());  // a leftover from a crashed run with the same hash is stale
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    WARN("shm_open(%s) failed: %s", name.c_str(), strerror(errno));
+    return ncclSystemError;
+  }
+  // posix_fallocate, not ftruncate: a sparse segment would die with SIGBUS on first
+  // touch when /dev/shm is full; this fails now, with a message.
+  int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) {
+    close(fd);
+    shm_unlink(name.c_str());
+    if (err == ENOSPC)
+      WARN("/dev/shm is too small: rank %d needs %zu bytes for its FIFO from rank %d, %s available "
+           "(enlarge /dev/shm, e.g. docker --shm-size, lower NCCL_BUFFSIZE, or set NCCL_SHM_DISABLE=1)",
+           comm->rank, bytes, peer, shmSpace().c_str());
+    else
+      WARN("posix_fallocate(%s, %zu) failed: %s", name.c_str(), bytes, strerror(err));
+    return ncclSystemError;
+  }
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    WARN("mmap of %s (%zu bytes) failed: %s", name.c_str(), bytes, strerror(errno));
+    return ncclSystemError;
+  }
+  *map = m;
+  return ncclSuccess;
+}
+
+ncclResult_t shmSegmentOpen(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map) {
+  *map = nullptr;
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) {
+    WARN("rank %d: shm_open(%s) for sending to rank %d failed: %s", comm->rank, name.c_str(), peer,
+         strerror(errno));
+    return ncclSystemError;
+  }
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) {
+    WARN("mmap of %s failed: %s", name.c_str(), strerror(errno));
+    return ncclSystemError;
+  }
+  *map = m;
+  return ncclSuccess;
+}
+
 ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   auto c = std::make_unique<ShmConnection>();
   c->isSend = false;
   c->peer = peer;
   c->kind = "shm";
-  c->name_ = segmentName(comm, peer, comm->rank, tag);
+  c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
   size_t slot = slotBytesParam();
   c->bytes_ = fifoBytes(slot);
-  shm_unlink(c->name_.c_str());  // a leftover from a crashed run with the same hash is stale
-  int fd = shm_open(c->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) {
-    WARN("shm_open(%s) failed: %s", c->name_.c_str(), strerror(errno));
-    return ncclSystemError;
-  }
-  // posix_fallocate, not ftruncate: a sparse segment would die with SIGBUS on first
-  // touch when /dev/shm is full; this fails now, with a message.
-  int err = posix_fallocate(fd, 0, static_cast<off_t>(c->bytes_));
-  if (err != 0) {
-    close(fd);
-    shm_unlink(c->name_.c_str());
-    if (err == ENOSPC)
-      WARN("/dev/shm is too small: rank %d needs %zu bytes for its FIFO from rank %d, %s available "
-           "(enlarge /dev/shm, e.g. docker --shm-size, lower NCCL_BUFFSIZE, or set NCCL_SHM_DISABLE=1)",
-           comm->rank, c->bytes_, peer, shmSpace().c_str());
-    else
-      WARN("posix_fallocate(%s, %zu) failed: %s", c->name_.c_str(), c->bytes_, strerror(err));
-    return ncclSystemError;
-  }
-  c->map_ = mmap(nullptr, c->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (c->map_ == MAP_FAILED) {
-    c->map_ = nullptr;
-    WARN("mmap of %s (%zu bytes) failed: %s", c->name_.c_str(), c->bytes_, strerror(errno));
-    return ncclSystemError;
-  }
+  NCCLCHECK(shmSegmentCreate(comm, peer, c->name_, c->bytes_, &c->map_));
   fifoInit(c->map_, slot, &c->fifo);
   c->fifo.ctrl->receiverPid = getpid();
   c->fifo.ctrl->senderPid = comm->peers[peer].pid;
@@ -105,33 +134,21 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->isSend = true;
   c->peer = peer;
   c->kind = "shm";
-  c->name_ = segmentName(comm, comm->rank, peer, tag);
+  std::string name = shmSegmentName(comm, comm->rank, peer, tag);
   size_t slot = slotBytesParam();
   c->bytes_ = fifoBytes(slot);
-  int fd = shm_open(c->name_.c_str(), O_RDWR, 0600);
-  if (fd < 0) {
-    WARN("rank %d: shm_open(%s) for sending to rank %d failed: %s", comm->rank, c->name_.c_str(), peer,
-         strerror(errno));
-    return ncclSystemError;
-  }
-  c->map_ = mmap(nullptr, c->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (c->map_ == MAP_FAILED) {
-    c->map_ = nullptr;
-    WARN("mmap of %s failed: %s", c->name_.c_str(), strerror(errno));
-    return ncclSystemError;
-  }
+  NCCLCHECK(shmSegmentOpen(comm, peer, name, c->bytes_, &c->map_));
   c->fifo.ctrl = static_cast<FifoCtrl*>(c->map_);
   c->fifo.data = static_cast<char*>(c->map_) + 4096;
   c->fifo.slotBytes = slot;
   c->peerPid = comm->peers[peer].pid;
-  c->name_.clear();  // the receiver owns (and unlinks) the name
-  *out = std::move(c);
+  *out = std::move(c);  // the receiver owns (and unlinks) the name
   return ncclSuccess;
 }
 
 void shmUnlinkRecv(Connection* recv) {
   if (auto* s = dynamic_cast<ShmConnection*>(recv)) s->unlink();
+  ipcUnlinkRecv(recv);
 }
 
 }  // namespace accl

@@ -1,0 +1,407 @@
+// Device mode: collectives and point-to-point batches as kernels on the
+// caller's stream (device/dev_kernels.cu), over device connectors
+// (transport/ipc.cc). Calls return once the kernel is queued; a kernel that
+// stops early (abort, a failed peer, ACCL_TIMEOUT) leaves a DevStatus that
+// devCheck turns into a WARN and the communicator's error.
+//
+// Ordering: one communicator's kernels share connector counters, so a kernel
+// launched on another stream than the previous one first waits for it (an
+// event), as NCCL serialises a communicator's work. Graph capture skips that
+// (the graph's own order holds), and a replay continues from the counters the
+// previous kernel left in device memory.
+#include "device/dev_comm.h"
+
+#include "coll/coll.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/mode.h"
+
+#ifdef ACCL_HAVE_DEVICE_PATH
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "device/dev_launch.h"
+
+namespace accl {
+
+struct DevState {
+  int nChannels = 1;    // per connector, agreed by all ranks
+  int p2pChannels = 1;  // most channels of one send or receive
+  int smCount = 1;
+  DevStatus* status = nullptr;  // host-mapped
+  DevStatus* statusDev = nullptr;
+  cudaEvent_t lastEvent = nullptr;
+  cudaStream_t lastStream = nullptr;
+  bool haveLast = false;
+  bool reported = false;
+  Connection* ringSend = nullptr;
+  Connection* ringRecv = nullptr;
+};
+
+void DevStateDeleter::operator()(DevState* d) const {
+  if (d->lastEvent) (void)cudaEventDestroy(d->lastEvent);
+  if (d->status) (void)cudaFreeHost(d->status);
+  (void)cudaGetLastError();
+  delete d;
+}
+
+namespace {
+
+constexpr size_t kBytesPerChannel = 256 << 10;  // a collective uses one channel per this many bytes
+constexpr size_t kP2pBytesPerChannel = 512 << 10;
+
+ncclResult_t cudaCheck(cudaError_t e, const char* what, const ncclComm* comm) {
+  if (e == cudaSuccess) return ncclSuccess;
+  (void)cudaGetLastError();
+  WARN("%s (rank %d, device %d): %s failed: %s", comm->name.c_str(), comm->rank, comm->cudaDev, what,
+       cudaGetErrorString(e));
+  return ncclUnhandledCudaError;
+}
+#define CUDACHECK(call, what, comm) NCCLCHECK(cudaCheck((call), (what), (comm)))
+
+uint64_t fnv(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
+DevCtx ctxOf(ncclComm* comm) {
+  DevCtx c;
+  c.status = comm->dev->statusDev;
+  int64_t t = paramInt(Param::Timeout);
+  c.timeoutNs = t > 0 ? static_cast<uint64_t>(t) * 1000000000ull : 0;
+  c.rank = comm->rank;
+  c.nranks = comm->nranks;
+  return c;
+}
+
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &st) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return st != cudaStreamCaptureStatusNone;
+}
+
+// Launches `launch` on `s` after the communicator's previous kernel.
+template <typename Launch>
+ncclResult_t ordered(ncclComm* comm, cudaStream_t s, const char* opName, Launch launch) {
+  DevState& d = *comm->dev;
+  const bool cap = capturing(s);
+  if (!cap && d.haveLast && d.lastStream != s) CUDACHECK(cudaStreamWaitEvent(s, d.lastEvent, 0), "cudaStreamWaitEvent", comm);
+  cudaError_t e = launch();
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("%s (%s, rank %d): kernel launch failed: %s", opName, comm->name.c_str(), comm->rank, cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  if (!cap) {
+    CUDACHECK(cudaEventRecord(d.lastEvent, s), "cudaEventRecord", comm);
+    d.lastStream = s;
+    d.haveLast = true;
+  }
+  return ncclSuccess;
+}
+
+DevOp devOpOf(OpKind k) {
+  switch (k) {
+    case OpKind::Sum: return DevOp::Sum;
+    case OpKind::Prod: return DevOp::Prod;
+    case OpKind::Max: return DevOp::Max;
+    case OpKind::Min: return DevOp::Min;
+    case OpKind::PreMulSum: return DevOp::PreMulSum;
+    case OpKind::SumPostDiv: return DevOp::SumPostDiv;
+  }
+  return DevOp::Sum;
+}
+
+ncclResult_t sameHostOnly(ncclComm* comm, const char* opName) {
+  if (comm->nhosts == 1) return ncclSuccess;
+  WARN("%s (%s, rank %d): device buffers between hosts (NCCL_HOSTID or several machines) are not supported yet: "
+       "the network transport has no staging through pinned host memory (docs/api-status.md)",
+       opName, comm->name.c_str(), comm->rank);
+  return ncclInvalidUsage;
+}
+
+}  // namespace
+
+int devChoose(int requested) {
+  if (!queryMode().device) return -1;
+  if (requested >= 0) return requested % std::max(1, queryMode().deviceCount);
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
+ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  cudaDeviceProp prop;
+  CUDACHECK(cudaGetDeviceProperties(&prop, comm->cudaDev), "cudaGetDeviceProperties", comm);
+  me->smCount = prop.multiProcessorCount;
+  me->devKey = fnv(&prop.uuid, sizeof(prop.uuid));
+  return ncclSuccess;
+}
+
+int devChannelCount(const ncclComm* comm) { return comm->dev ? comm->dev->nChannels : 1; }
+
+ncclResult_t devSetup(ncclComm* comm) {
+  DevStatePtr d(new DevState());
+  // Channels: every rank's blocks must be resident at once (they wait for each
+  // other), so the multiprocessors are shared among the ranks of the busiest GPU.
+  std::map<std::pair<uint64_t, uint64_t>, int> perGpu;
+  int sms = 1 << 30, busiest = 1;
+  for (const PeerInfo& p : comm->peers) {
+    busiest = std::max(busiest, ++perGpu[{p.hostHash, p.devKey}]);
+    sms = std::min(sms, p.smCount);
+  }
+  int64_t want = paramInt(Param::NChannels);
+  int auto_ = std::max(1, std::min(32, sms / busiest));
+  d->nChannels = want > 0 ? static_cast<int>(std::min<int64_t>(want, 64)) : auto_;
+  d->p2pChannels = std::max(1, std::min(8, d->nChannels / (2 * comm->nranks)));
+  d->smCount = std::max(1, sms);
+  void* status = nullptr;
+  CUDACHECK(cudaHostAlloc(&status, sizeof(DevStatus), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc",
+            comm);
+  d->status = static_cast<DevStatus*>(status);
+  memset(status, 0, sizeof(DevStatus));
+  void* dev = nullptr;
+  CUDACHECK(cudaHostGetDevicePointer(&dev, status, 0), "cudaHostGetDevicePointer", comm);
+  d->statusDev = static_cast<DevStatus*>(dev);
+  CUDACHECK(cudaEventCreateWithFlags(&d->lastEvent, cudaEventDisableTiming), "cudaEventCreate", comm);
+  comm->dev = std::move(d);
+  if (comm->nranks > 1 && comm->nhosts == 1) {
+    std::vector<Connection*> s, r;
+    NCCLCHECK(getConnections(comm, {comm->ring.next}, {comm->ring.prev}, kTagDevRing, &s, &r));
+    comm->dev->ringSend = s[0];
+    comm->dev->ringRecv = r[0];
+  }
+  INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv", comm->name.c_str(), comm->rank,
+       comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels);
+  return ncclSuccess;
+}
+
+bool devBuffer(const void* p) {
+  if (!p) return false;
+  cudaPointerAttributes attr;
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+ncclResult_t devCheck(ncclComm* comm) {
+  if (comm->dev && comm->dev->status && comm->dev->status->reason != kDevOk && !comm->dev->reported) {
+    DevState& d = *comm->dev;
+    d.reported = true;
+    const DevStatus& s = *d.status;
+    const char* dir = s.isSend ? "sending to" : "receiving from";
+    ncclResult_t err = ncclRemoteError;
+    switch (s.reason) {
+      case kDevTimeout:
+        err = ncclTimeout;
+        WARN("%s (rank %d of %d, device %d): a kernel timed out (ACCL_TIMEOUT) %s rank %d", comm->name.c_str(),
+             comm->rank, comm->nranks, comm->cudaDev, dir, s.peer);
+        break;
+      case kDevSizeMismatch:
+        err = ncclInvalidUsage;
+        WARN("%s (rank %d, device %d): rank %d sent %u bytes where %u were expected (do all ranks call the same "
+             "operations with the same counts?)", comm->name.c_str(), comm->rank, comm->cudaDev, s.peer, s.got,
+             s.expected);
+        break;
+      default:
+        if (s.failedRank >= 0 && s.failedRank != s.peer && s.failedRank != comm->rank)
+          WARN("%s (rank %d, device %d): a kernel stopped %s rank %d: the peer stopped because rank %d failed",
+               comm->name.c_str(), comm->rank, comm->cudaDev, dir, s.peer, s.failedRank);
+        else
+          WARN("%s (rank %d, device %d): a kernel stopped %s rank %d: the connector was aborted", comm->name.c_str(),
+               comm->rank, comm->cudaDev, dir, s.peer);
+        comm->failedRank.store(s.failedRank >= 0 ? s.failedRank : s.peer);
+        break;
+    }
+    commSetError(comm, err);
+  }
+  return static_cast<ncclResult_t>(comm->asyncError.load());
+}
+
+ncclResult_t devWait(ncclComm* comm) {
+  if (!comm->dev) return ncclSuccess;
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  if (comm->dev->haveLast) CUDACHECK(cudaEventSynchronize(comm->dev->lastEvent), "cudaEventSynchronize", comm);
+  ncclResult_t r = devCheck(comm);
+  return r == ncclInProgress ? ncclSuccess : r;
+}
+
+ncclResult_t devRunCollective(const CollArgs& a) {
+  ncclComm* comm = a.comm;
+  DevState& d = *comm->dev;
+  cudaStream_t s = static_cast<cudaStream_t>(a.stream);
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  const int n = comm->nranks;
+  DevCollWork w{};
+  w.ctx = ctxOf(comm);
+  w.type = a.type;
+  w.op = devOpOf(a.red.kind);
+  w.root = a.root;
+  w.send = a.sendbuff;
+  w.recv = a.recvbuff;
+  w.count = a.count;
+  w.scalarF = a.red.scalar.f;
+  w.scalarI = a.red.scalar.i;
+  w.scalarPtr = a.deviceScalar;
+  const size_t esize = typeSize(a.type);
+  bool reduces = a.kind == CollKind::AllReduce || a.kind == CollKind::Reduce || a.kind == CollKind::ReduceScatter;
+  if (!reduces) w.op = DevOp::Sum;
+
+  if (n == 1) {
+    // Arithmetic on one rank is only PreMulSum's scaling; the rest is a copy (none in place).
+    const bool arithmetic = reduces && w.op == DevOp::PreMulSum;
+    if (!arithmetic && a.sendbuff == a.recvbuff) return ncclSuccess;
+    if (!arithmetic) w.op = DevOp::Sum;
+    w.coll = DevColl::Local;
+    const size_t bytes = a.count * esize;
+    const size_t perBlock = static_cast<size_t>(kDevThreads) * 16 * 4;
+    int blocks = static_cast<int>(std::min<size_t>((bytes + perBlock - 1) / perBlock, d.smCount * 4));
+    w.nChannels = std::max(1, blocks);
+    cudaError_t e = devLaunchColl(w, w.nChannels, s);
+    if (e != cudaSuccess) return cudaCheck(e, "kernel launch", comm);
+    return ncclSuccess;
+  }
+  NCCLCHECK(sameHostOnly(comm, a.opName));
+  switch (a.kind) {
+    case CollKind::AllReduce: w.coll = DevColl::AllReduce; break;
+    case CollKind::Broadcast: w.coll = DevColl::Broadcast; break;
+    case CollKind::Reduce: w.coll = DevColl::Reduce; break;
+    case CollKind::AllGather: w.coll = DevColl::AllGather; break;
+    case CollKind::ReduceScatter: w.coll = DevColl::ReduceScatter; break;
+    default: return ncclInternalError;
+  }
+  size_t total = a.count * esize;
+  if (a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter) total *= n;
+  w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((total + kBytesPerChannel - 1) / kBytesPerChannel,
+                                                                      d.nChannels)));
+  w.nChannelsConn = d.nChannels;
+  w.sendCh = ipcChannels(d.ringSend);
+  w.recvCh = ipcChannels(d.ringRecv);
+  if (!w.sendCh || !w.recvCh) return ncclInternalError;
+  return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, w.nChannels, s); });
+}
+
+ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
+  DevState& d = *comm->dev;
+  const char* opName = ops[0].opName;
+  cudaStream_t s = static_cast<cudaStream_t>(ops[0].stream);
+  for (const CollArgs& a : ops) {
+    if (a.stream != ops[0].stream) {
+      WARN("%s (%s, rank %d): the sends and receives of one group must use one stream on a communicator",
+           a.opName, comm->name.c_str(), comm->rank);
+      return ncclInvalidUsage;
+    }
+  }
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  std::vector<const CollArgs*> selfSends, selfRecvs;
+  std::vector<int> sendPeers, recvPeers;
+  for (const CollArgs& a : ops) {
+    bool send = a.kind == CollKind::Send;
+    if (a.root == comm->rank) {
+      (send ? selfSends : selfRecvs).push_back(&a);
+      continue;
+    }
+    auto& peers = send ? sendPeers : recvPeers;
+    if (std::find(peers.begin(), peers.end(), a.root) == peers.end()) peers.push_back(a.root);
+  }
+  if (selfSends.size() != selfRecvs.size()) {
+    WARN("%s (%s, rank %d): %zu send(s) to self but %zu receive(s) from self in one group", opName,
+         comm->name.c_str(), comm->rank, selfSends.size(), selfRecvs.size());
+    return ncclInvalidUsage;
+  }
+  if (!sendPeers.empty() || !recvPeers.empty()) NCCLCHECK(sameHostOnly(comm, opName));
+  std::vector<Connection*> sends, recvs;
+  NCCLCHECK(getConnections(comm, sendPeers, recvPeers, kTagDevP2p, &sends, &recvs));
+
+  DevP2pWork w{};
+  w.ctx = ctxOf(comm);
+  w.chansPerEntry = d.p2pChannels;
+  w.nChannelsConn = d.nChannels;
+  std::map<std::pair<int, int>, int> entryOf;  // (peer, isSend) -> entry
+  auto chans = [&](size_t bytes) {
+    return static_cast<int>(std::max<size_t>(1, std::min<size_t>((bytes + kP2pBytesPerChannel - 1) / kP2pBytesPerChannel,
+                                                                 d.p2pChannels)));
+  };
+  auto add = [&](const DevP2pOp& op) -> ncclResult_t {
+    if (w.nOps == kDevMaxP2pOps) {
+      WARN("%s (%s, rank %d): more than %d device sends and receives in one group are not supported yet",
+           opName, comm->name.c_str(), comm->rank, kDevMaxP2pOps);
+      return ncclInvalidUsage;
+    }
+    w.ops[w.nOps++] = op;
+    return ncclSuccess;
+  };
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    size_t bytes = selfSends[i]->count * typeSize(selfSends[i]->type);
+    if (bytes != selfRecvs[i]->count * typeSize(selfRecvs[i]->type)) {
+      WARN("ncclSend/ncclRecv (%s, rank %d): send to self of %zu bytes matched with a receive of %zu bytes",
+           comm->name.c_str(), comm->rank, bytes, selfRecvs[i]->count * typeSize(selfRecvs[i]->type));
+      return ncclInvalidUsage;
+    }
+    if (selfSends[i]->sendbuff == selfRecvs[i]->recvbuff) continue;
+    DevP2pOp op{};
+    op.buf = static_cast<char*>(selfRecvs[i]->recvbuff);
+    op.src = static_cast<const char*>(selfSends[i]->sendbuff);
+    op.bytes = bytes;
+    op.peer = comm->rank;
+    op.nChannels = chans(bytes);
+    auto key = std::make_pair(comm->rank, 2);
+    if (!entryOf.count(key)) entryOf[key] = w.nEntries++;
+    op.entry = entryOf[key];
+    NCCLCHECK(add(op));
+  }
+  for (const CollArgs& a : ops) {
+    if (a.root == comm->rank) continue;
+    const bool send = a.kind == CollKind::Send;
+    DevP2pOp op{};
+    op.buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
+    op.bytes = a.count * typeSize(a.type);
+    op.peer = a.root;
+    op.isSend = send;
+    op.nChannels = chans(op.bytes);
+    const auto& peers = send ? sendPeers : recvPeers;
+    Connection* c = (send ? sends : recvs)[std::find(peers.begin(), peers.end(), a.root) - peers.begin()];
+    op.ch = ipcChannels(c);
+    if (!op.ch) return ncclInternalError;
+    auto key = std::make_pair(a.root, send ? 1 : 0);
+    if (!entryOf.count(key)) entryOf[key] = w.nEntries++;
+    op.entry = entryOf[key];
+    NCCLCHECK(add(op));
+  }
+  if (w.nOps == 0) return ncclSuccess;
+  return ordered(comm, s, opName, [&] { return devLaunchP2p(w, s); });
+}
+
+}  // namespace accl
+
+#else  // built without the CUDA executor: no communicator is ever in device mode
+
+namespace accl {
+
+struct DevState {};
+void DevStateDeleter::operator()(DevState* d) const { delete d; }
+int devChoose(int) { return -1; }
+ncclResult_t devProbe(ncclComm*, PeerInfo*) { return ncclInternalError; }
+ncclResult_t devSetup(ncclComm*) { return ncclInternalError; }
+int devChannelCount(const ncclComm*) { return 1; }
+bool devBuffer(const void*) { return false; }
+ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
+ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
+ncclResult_t devCheck(ncclComm* comm) { return static_cast<ncclResult_t>(comm->asyncError.load()); }
+ncclResult_t devWait(ncclComm*) { return ncclSuccess; }
+
+}  // namespace accl
+#endif

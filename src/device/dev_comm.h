@@ -1,0 +1,43 @@
+// Device mode of a communicator: its CUDA device, its channels, the status
+// word kernels report failures through, and the calls that run collectives and
+// point-to-point batches as kernels on the caller's stream (coll/dev_coll.cc).
+// Without CUDA (or without a device) none of this is used: comm->dev is NULL.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nccl.h"
+
+struct ncclComm;
+
+namespace accl {
+
+struct CollArgs;
+struct PeerInfo;
+struct DevState;
+struct DevStateDeleter {
+  void operator()(DevState* d) const;
+};
+using DevStatePtr = std::unique_ptr<DevState, DevStateDeleter>;
+
+// The device a new communicator gets: `requested` >= 0 (ncclCommInitAll's
+// devlist), else the calling thread's current device, as NCCL. -1 in host mode.
+int devChoose(int requested);
+// Before the peer exchange: this rank's device identity and SM count (fills `me`).
+ncclResult_t devProbe(ncclComm* comm, PeerInfo* me);
+// After it: channels, the status word, the ring's device connectors.
+ncclResult_t devSetup(ncclComm* comm);
+// Channels of the communicator's device connectors (agreed by all ranks at setup).
+int devChannelCount(const ncclComm* comm);
+// Device (or managed) memory: the call runs as a kernel. Host memory: on the host executor.
+bool devBuffer(const void* p);
+// Enqueue on a.stream / the ops' stream; return at once.
+ncclResult_t devRunCollective(const CollArgs& a);
+ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
+// A kernel that stopped early becomes a WARN and the communicator's error.
+ncclResult_t devCheck(ncclComm* comm);
+// Waits for the communicator's last launched work (finalize).
+ncclResult_t devWait(ncclComm* comm);
+
+}  // namespace accl

@@ -1,0 +1,19 @@
+// Kernel launches of the CUDA executor (device/dev_kernels.cu), for host code
+// built with the CUDA runtime headers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "device/dev_types.h"
+
+namespace accl {
+
+constexpr int kDevThreads = 512;  // threads per block (one block per channel)
+
+// One collective: `blocks` blocks (w.nChannels for ring work; any number for DevColl::Local).
+cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream);
+// A group's point-to-point operations: w.nEntries * w.chansPerEntry blocks.
+cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
+size_t devTypeSize(int type);
+
+}  // namespace accl

@@ -1,0 +1,103 @@
+// What the host hands the CUDA executor, shared by host code and kernels (no
+// CUDA headers): device connectors, the status word a kernel reports through,
+// and the work descriptors passed to a launch by value.
+//
+// A device connector is one FIFO per channel. Its data slots are GPU memory
+// the receiver owns (the sender writes into them through CUDA IPC); its
+// control block is the host FIFO's (transport/fifo.h), in POSIX shared memory
+// registered with CUDA, so host code can abort a kernel that waits on it and
+// kernels of other processes see the same counters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/fifo.h"
+
+namespace accl {
+
+// FifoCtrl as kernels see it (same layout; checked in transport/ipc.cc).
+struct DevFifoCtrl {
+  volatile uint64_t tail;
+  char pad0[56];
+  volatile uint64_t head;
+  char pad1[56];
+  volatile uint32_t abort;
+  volatile uint32_t peerGone;
+  volatile int32_t failedRank;
+  int32_t senderPid, receiverPid;
+  volatile uint32_t bytes[kSlots];
+};
+
+// One channel of one connector, in device memory. `step` persists between
+// kernels (and between replays of a captured graph).
+struct DevChan {
+  char* slots;         // kSlots * slotBytes of the receiver's GPU memory
+  DevFifoCtrl* ctrl;   // device view of the shared control block
+  uint64_t step;       // tail (sender) or head (receiver) of this side
+  uint64_t slotBytes;
+};
+
+// Why a kernel stopped early; the host turns it into a WARN and an error.
+enum DevReason : int32_t { kDevOk = 0, kDevTimeout = 1, kDevPeerFailed = 2, kDevSizeMismatch = 3 };
+
+// Host-mapped; written once by the first block that fails.
+struct DevStatus {
+  volatile int32_t reason;
+  volatile int32_t peer;        // the rank waited for
+  volatile int32_t failedRank;  // from the peer's abort, -1 unknown
+  volatile int32_t isSend;
+  volatile uint32_t expected, got;  // kDevSizeMismatch
+};
+
+enum class DevOp : int32_t { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
+enum class DevColl : int32_t { Local, AllReduce, Broadcast, Reduce, AllGather, ReduceScatter };
+
+// Common to every launch.
+struct DevCtx {
+  DevStatus* status;
+  uint64_t timeoutNs;  // 0: none
+  int32_t rank, nranks;
+};
+
+// A collective over the ring: block c runs channel c on its slice.
+struct DevCollWork {
+  DevCtx ctx;
+  DevColl coll;
+  int32_t type;  // ncclDataType_t
+  DevOp op;
+  int32_t root;
+  int32_t nChannels;      // blocks (channels used by this call)
+  int32_t nChannelsConn;  // channels of the connectors (for abort)
+  const void* send;
+  void* recv;
+  size_t count;  // per rank for AllGather/ReduceScatter
+  DevChan* sendCh;  // to the ring's next rank, per channel
+  DevChan* recvCh;  // from the ring's previous rank
+  double scalarF;
+  int64_t scalarI;
+  const void* scalarPtr;  // PreMulSum with ncclScalarDevice: read by the kernel
+};
+
+// Point-to-point: a group's sends and receives of one communicator. Operations
+// with the same peer and direction form an entry and run in order; block
+// (entry, channel) moves that channel's slice of each operation.
+constexpr int kDevMaxP2pOps = 48;
+struct DevP2pOp {
+  char* buf;          // send: source; recv: destination
+  const char* src;    // self copy: source (buf is the destination)
+  size_t bytes;
+  DevChan* ch;        // NULL for a self copy
+  int32_t peer;
+  int32_t isSend;
+  int32_t nChannels;  // slices of this operation
+  int32_t entry;      // ops of one entry are contiguous and in order
+};
+struct DevP2pWork {
+  DevCtx ctx;
+  int32_t nOps, nEntries, chansPerEntry;
+  int32_t nChannelsConn;  // channels of every connector (for abort)
+  DevP2pOp ops[kDevMaxP2pOps];
+};
+
+}  // namespace accl

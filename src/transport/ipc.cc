@@ -1,0 +1,223 @@
+// Device connectors between ranks of one host (device mode). The receiver
+// allocates the data slots of every channel in its GPU memory and exports them
+// with CUDA IPC; the control blocks (FifoCtrl, one per channel) live in a POSIX
+// shm segment registered with CUDA, so both kernels poll the same counters and
+// host code on either side can abort a kernel that waits. The segment's first
+// page carries the IPC handle, set up through connect.cc's handshake.
+#ifdef ACCL_HAVE_DEVICE_PATH
+#include <cuda_runtime.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+
+#include "core/check.h"
+#include "core/comm.h"
+#include "device/dev_types.h"
+
+namespace accl {
+namespace {
+
+static_assert(sizeof(DevFifoCtrl) <= sizeof(FifoCtrl), "DevFifoCtrl mirrors FifoCtrl");
+static_assert(offsetof(DevFifoCtrl, head) == 64 && offsetof(DevFifoCtrl, abort) == 128,
+              "DevFifoCtrl mirrors FifoCtrl");
+static_assert(offsetof(DevFifoCtrl, bytes) == offsetof(FifoCtrl, bytes), "DevFifoCtrl mirrors FifoCtrl");
+
+constexpr size_t kCtrlStride = 256;
+constexpr uint64_t kIpcMagic = 0x6370692d6c636361ull;  // "accl-ipc"
+
+struct IpcHeader {
+  uint64_t magic;
+  cudaIpcMemHandle_t handle;
+  void* slots;  // the receiver's pointer, used directly by a sender in the same process
+  int32_t pid;
+  int32_t cudaDev;
+  int32_t nChannels;
+  uint64_t slotBytes;
+};
+
+bool cudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
+  if (e == cudaSuccess) return true;
+  WARN("%s (rank %d, device connector with rank %d): %s failed: %s", comm->name.c_str(), comm->rank, peer, what,
+       cudaGetErrorString(e));
+  return false;
+}
+
+class IpcConnection : public Connection {
+ public:
+  ~IpcConnection() override {
+    // Runs after every kernel that used the connector has left (abort reaches them
+    // through the control blocks); cudaFree waits for the device anyway.
+    if (table_) (void)cudaFree(table_);
+    if (slots_) {
+      if (!isSend) (void)cudaFree(slots_);
+      else if (imported_) (void)cudaIpcCloseMemHandle(slots_);
+    }
+    if (registered_) (void)cudaHostUnregister(map_);
+    if (map_) munmap(map_, bytes_);
+    if (!name_.empty()) shm_unlink(name_.c_str());
+    (void)cudaGetLastError();
+  }
+  void abort(int failedRank) override {
+    for (int c = 0; map_ && c < nChannels_; ++c) {
+      FifoCtrl* ctrl = ctrlOf(c);
+      int expected = -1;
+      ctrl->failedRank.compare_exchange_strong(expected, failedRank);
+      ctrl->abort.store(1);
+    }
+  }
+  FifoCtrl* ctrlOf(int c) const { return reinterpret_cast<FifoCtrl*>(static_cast<char*>(map_) + 4096 + c * kCtrlStride); }
+  IpcHeader* header() const { return static_cast<IpcHeader*>(map_); }
+
+  // Maps the control blocks for kernels and writes the per-channel table.
+  ncclResult_t finish(ncclComm* comm) {
+    if (!cudaOk(cudaHostRegister(map_, bytes_, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                "cudaHostRegister of the control blocks", comm, peer))
+      return ncclUnhandledCudaError;
+    registered_ = true;
+    void* devMap = nullptr;
+    if (!cudaOk(cudaHostGetDevicePointer(&devMap, map_, 0), "cudaHostGetDevicePointer", comm, peer))
+      return ncclUnhandledCudaError;
+    std::vector<DevChan> chans(nChannels_);
+    for (int c = 0; c < nChannels_; ++c) {
+      chans[c].slots = static_cast<char*>(slots_) + static_cast<size_t>(c) * kSlots * slotBytes_;
+      chans[c].ctrl = reinterpret_cast<DevFifoCtrl*>(static_cast<char*>(devMap) + 4096 + c * kCtrlStride);
+      chans[c].step = 0;
+      chans[c].slotBytes = slotBytes_;
+    }
+    if (!cudaOk(cudaMalloc(&table_, sizeof(DevChan) * nChannels_), "cudaMalloc (channel table)", comm, peer) ||
+        !cudaOk(cudaMemcpy(table_, chans.data(), sizeof(DevChan) * nChannels_, cudaMemcpyHostToDevice),
+                "cudaMemcpy (channel table)", comm, peer))
+      return ncclUnhandledCudaError;
+    fifo.ctrl = ctrlOf(0);  // what host-side checks look at
+    fifo.slotBytes = slotBytes_;
+    return ncclSuccess;
+  }
+
+  void* map_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;  // receiver, until the sender has mapped it
+  void* slots_ = nullptr;
+  bool imported_ = false;
+  bool registered_ = false;
+  DevChan* table_ = nullptr;
+  int nChannels_ = 0;
+  size_t slotBytes_ = 0;
+};
+
+size_t segmentBytes(int nChannels) { return (4096 + nChannels * kCtrlStride + 4095) & ~size_t(4095); }
+
+int channelsOf(ncclComm* comm) { return comm->dev ? devChannelCount(comm) : 1; }
+
+}  // namespace
+
+ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
+  auto c = std::make_unique<IpcConnection>();
+  c->isSend = false;
+  c->peer = peer;
+  c->kind = "cuda-ipc";
+  c->peerPid = comm->peers[peer].pid;
+  c->nChannels_ = channelsOf(comm);
+  c->slotBytes_ = slotBytesParam();
+  c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
+  c->bytes_ = segmentBytes(c->nChannels_);
+  NCCLCHECK(shmSegmentCreate(comm, peer, c->name_, c->bytes_, &c->map_));
+  for (int ch = 0; ch < c->nChannels_; ++ch) {
+    FifoCtrl* ctrl = new (c->ctrlOf(ch)) FifoCtrl();
+    ctrl->tail.store(0);
+    ctrl->head.store(0);
+    ctrl->abort.store(0);
+    ctrl->peerGone.store(0);
+    ctrl->failedRank.store(-1);
+    ctrl->receiverPid = getpid();
+    ctrl->senderPid = comm->peers[peer].pid;
+  }
+  if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer) ||
+      !cudaOk(cudaMalloc(&c->slots_, static_cast<size_t>(c->nChannels_) * kSlots * c->slotBytes_),
+              "cudaMalloc (FIFO slots)", comm, peer))
+    return ncclUnhandledCudaError;
+  IpcHeader* h = c->header();
+  if (!cudaOk(cudaIpcGetMemHandle(&h->handle, c->slots_), "cudaIpcGetMemHandle", comm, peer))
+    return ncclUnhandledCudaError;
+  h->slots = c->slots_;
+  h->pid = getpid();
+  h->cudaDev = comm->cudaDev;
+  h->nChannels = c->nChannels_;
+  h->slotBytes = c->slotBytes_;
+  h->magic = kIpcMagic;
+  NCCLCHECK(c->finish(comm));
+  *out = std::move(c);
+  return ncclSuccess;
+}
+
+ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
+  auto c = std::make_unique<IpcConnection>();
+  c->isSend = true;
+  c->peer = peer;
+  c->kind = "cuda-ipc";
+  c->peerPid = comm->peers[peer].pid;
+  c->nChannels_ = channelsOf(comm);
+  c->bytes_ = segmentBytes(c->nChannels_);
+  NCCLCHECK(shmSegmentOpen(comm, peer, shmSegmentName(comm, comm->rank, peer, tag), c->bytes_, &c->map_));
+  IpcHeader* h = c->header();
+  if (h->magic != kIpcMagic || h->nChannels != c->nChannels_) {
+    WARN("%s (rank %d): the device connector from rank %d has %d channels where %d were expected", comm->name.c_str(),
+         comm->rank, peer, h->nChannels, c->nChannels_);
+    return ncclInternalError;
+  }
+  c->slotBytes_ = h->slotBytes;
+  if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer)) return ncclUnhandledCudaError;
+  if (h->pid == getpid()) {
+    c->slots_ = h->slots;  // same process: the pointer itself (IPC refuses to import into its exporter)
+    if (h->cudaDev != comm->cudaDev) {
+      cudaError_t e = cudaDeviceEnablePeerAccess(h->cudaDev, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled &&
+          !cudaOk(e, "cudaDeviceEnablePeerAccess", comm, peer))
+        return ncclUnhandledCudaError;
+      (void)cudaGetLastError();
+    }
+  } else {
+    if (!cudaOk(cudaIpcOpenMemHandle(&c->slots_, h->handle, cudaIpcMemLazyEnablePeerAccess),
+                "cudaIpcOpenMemHandle (the peer's FIFO slots)", comm, peer))
+      return ncclUnhandledCudaError;
+    c->imported_ = true;
+  }
+  NCCLCHECK(c->finish(comm));
+  *out = std::move(c);
+  return ncclSuccess;
+}
+
+void ipcUnlinkRecv(Connection* recv) {
+  auto* c = dynamic_cast<IpcConnection*>(recv);
+  if (c && !c->name_.empty()) {
+    shm_unlink(c->name_.c_str());
+    c->name_.clear();
+  }
+}
+
+DevChan* ipcChannels(Connection* conn) {
+  auto* c = dynamic_cast<IpcConnection*>(conn);
+  return c ? c->table_ : nullptr;
+}
+
+}  // namespace accl
+
+#else  // no CUDA executor: device connectors cannot exist
+
+#include "core/check.h"
+#include "core/comm.h"
+
+namespace accl {
+
+ncclResult_t ipcCreateRecv(ncclComm* comm, int, int, ConnPtr*) {
+  WARN("%s: device connectors need a CUDA build of ACCL", comm->name.c_str());
+  return ncclInternalError;
+}
+ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) { return ipcCreateRecv(comm, peer, tag, out); }
+void ipcUnlinkRecv(Connection*) {}
+DevChan* ipcChannels(Connection*) { return nullptr; }
+
+}  // namespace accl
+#endif
