@@ -26,6 +26,8 @@ static_assert(offsetof(DevFifoCtrl, head) == 64 && offsetof(DevFifoCtrl, abort) 
 static_assert(offsetof(DevFifoCtrl, bytes) == offsetof(FifoCtrl, bytes), "DevFifoCtrl mirrors FifoCtrl");
 
 constexpr size_t kCtrlStride = 256;
+size_t segmentBytes(int nChannels) { return (4096 + nChannels * kCtrlStride + 4095) & ~size_t(4095); }
+
 constexpr uint64_t kIpcMagic = 0x6370692d6c636361ull;  // "accl-ipc"
 
 struct IpcHeader {
@@ -47,6 +49,13 @@ bool cudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
 
 class IpcConnection : public Connection {
  public:
+  IpcConnection(ncclComm* comm, int peerRank, bool send) : nChannels_(devChannelCount(comm)) {
+    isSend = send;
+    peer = peerRank;
+    kind = "cuda-ipc";
+    peerPid = comm->peers[peerRank].pid;
+    bytes_ = segmentBytes(nChannels_);
+  }
   ~IpcConnection() override {
     // Runs after every kernel that used the connector has left (abort reaches them
     // through the control blocks); cudaFree waits for the device anyway.
@@ -107,22 +116,13 @@ class IpcConnection : public Connection {
   size_t slotBytes_ = 0;
 };
 
-size_t segmentBytes(int nChannels) { return (4096 + nChannels * kCtrlStride + 4095) & ~size_t(4095); }
-
-int channelsOf(ncclComm* comm) { return comm->dev ? devChannelCount(comm) : 1; }
 
 }  // namespace
 
 ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
-  auto c = std::make_unique<IpcConnection>();
-  c->isSend = false;
-  c->peer = peer;
-  c->kind = "cuda-ipc";
-  c->peerPid = comm->peers[peer].pid;
-  c->nChannels_ = channelsOf(comm);
+  auto c = std::make_unique<IpcConnection>(comm, peer, false);
   c->slotBytes_ = slotBytesParam();
   c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
-  c->bytes_ = segmentBytes(c->nChannels_);
   NCCLCHECK(shmSegmentCreate(comm, peer, c->name_, c->bytes_, &c->map_));
   for (int ch = 0; ch < c->nChannels_; ++ch) {
     FifoCtrl* ctrl = new (c->ctrlOf(ch)) FifoCtrl();
@@ -153,13 +153,7 @@ ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
 }
 
 ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
-  auto c = std::make_unique<IpcConnection>();
-  c->isSend = true;
-  c->peer = peer;
-  c->kind = "cuda-ipc";
-  c->peerPid = comm->peers[peer].pid;
-  c->nChannels_ = channelsOf(comm);
-  c->bytes_ = segmentBytes(c->nChannels_);
+  auto c = std::make_unique<IpcConnection>(comm, peer, true);
   NCCLCHECK(shmSegmentOpen(comm, peer, shmSegmentName(comm, comm->rank, peer, tag), c->bytes_, &c->map_));
   IpcHeader* h = c->header();
   if (h->magic != kIpcMagic || h->nChannels != c->nChannels_) {
