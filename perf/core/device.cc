@@ -96,15 +96,19 @@ char* RankBuffers::hostView(char* buffer) { return device_ >= 0 ? stage_ : buffe
 
 bool RankBuffers::upload(char* buffer, size_t bytes, std::string* err) {
   if (device_ < 0 || bytes == 0) return true;
-  // A pageable copy may still be in flight when cudaMemcpy returns, and the
-  // collective runs on a non-blocking stream: wait for the device.
-  return cudaOk(cudaMemcpy(buffer, stage_, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to device)", err) &&
-         cudaOk(cudaDeviceSynchronize(), "cudaDeviceSynchronize", err);
+  // On this rank's stream and waited for there: a device-wide wait (or the
+  // legacy stream) would also wait for other threads' ranks, whose kernels may
+  // be waiting for this rank's next call (-t N).
+  return cudaOk(cudaMemcpyAsync(buffer, stage_, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (to device)",
+                err) &&
+         cudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", err);
 }
 
 bool RankBuffers::download(const char* buffer, size_t bytes, std::string* err) {
   if (device_ < 0 || bytes == 0) return true;
-  return cudaOk(cudaMemcpy(stage_, buffer, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to host)", err);
+  return cudaOk(cudaMemcpyAsync(stage_, buffer, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (to host)",
+                err) &&
+         cudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", err);
 }
 
 bool RankBuffers::zero(char* buffer, size_t bytes, std::string* err) {
@@ -112,8 +116,8 @@ bool RankBuffers::zero(char* buffer, size_t bytes, std::string* err) {
     std::memset(buffer, 0, bytes);
     return true;
   }
-  return cudaOk(cudaMemset(buffer, 0, bytes), "cudaMemset", err) &&
-         cudaOk(cudaDeviceSynchronize(), "cudaDeviceSynchronize", err);
+  return cudaOk(cudaMemsetAsync(buffer, 0, bytes, stream_), "cudaMemsetAsync", err) &&
+         cudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", err);
 }
 
 bool syncStreams(RankBuffers* const* ranks, const ncclComm_t* comms, int n, std::string* err) {

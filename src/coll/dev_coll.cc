@@ -1,5 +1,5 @@
 // Device mode: collectives and point-to-point batches as kernels on the
-// caller's stream (device/dev_kernels.cu), over device connectors
+// caller's stream (device/dev_launch.cu), over device connectors
 // (transport/ipc.cc). Calls return once the kernel is queued; a kernel that
 // stops early (abort, a failed peer, ACCL_TIMEOUT) leaves a DevStatus that
 // devCheck turns into a WARN and the communicator's error.

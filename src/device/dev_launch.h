@@ -1,4 +1,5 @@
-// Kernel launches of the CUDA executor (device/dev_kernels.cu), for host code
+// Kernel launches of the CUDA executor (device/dev_launch.cu and the per-datatype
+// device/dev_reducing.cu.in), for host code
 // built with the CUDA runtime headers.
 #pragma once
 

@@ -261,7 +261,7 @@ struct LowpPreMulSum {
 template <typename T> ACCL_HD T avgScalar(int nRanks) { return fromFloat<T>(static_cast<float>(1.0 / nRanks)); }
 
 // reduce_ops.h's operators on the storage types, so code templated on
-// Op<T> (host_reduce.cc, dev_kernels.cu) works unchanged for them.
+// Op<T> (host_reduce.cc, dev_prims.cuh) works unchanged for them.
 #define ACCL_LOWP_OP_SPEC(OpT, T) \
   template <> struct OpT<T> : LowpOp<T, OpT> {};
 #define ACCL_LOWP_OPS_FOR(T) \

@@ -96,10 +96,19 @@ class IpcConnection : public Connection {
       chans[c].step = 0;
       chans[c].slotBytes = slotBytes_;
     }
-    if (!cudaOk(cudaMalloc(&table_, sizeof(DevChan) * nChannels_), "cudaMalloc (channel table)", comm, peer) ||
-        !cudaOk(cudaMemcpy(table_, chans.data(), sizeof(DevChan) * nChannels_, cudaMemcpyHostToDevice),
-                "cudaMemcpy (channel table)", comm, peer))
+    if (!cudaOk(cudaMalloc(&table_, sizeof(DevChan) * nChannels_), "cudaMalloc (channel table)", comm, peer))
       return ncclUnhandledCudaError;
+    // On a stream of its own that does not wait for other streams: a plain
+    // cudaMemcpy would wait for kernels already running on blocking streams,
+    // such as another rank's of this process, waiting for this one.
+    cudaStream_t s = nullptr;
+    if (!cudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", comm, peer))
+      return ncclUnhandledCudaError;
+    bool ok = cudaOk(cudaMemcpyAsync(table_, chans.data(), sizeof(DevChan) * nChannels_, cudaMemcpyHostToDevice, s),
+                     "cudaMemcpyAsync (channel table)", comm, peer) &&
+              cudaOk(cudaStreamSynchronize(s), "cudaStreamSynchronize (channel table)", comm, peer);
+    (void)cudaStreamDestroy(s);
+    if (!ok) return ncclUnhandledCudaError;
     fifo.ctrl = ctrlOf(0);  // what host-side checks look at
     fifo.slotBytes = slotBytes_;
     return ncclSuccess;

@@ -1,0 +1,185 @@
+// The collectives of the CUDA executor: the host mode's ring algorithms
+// (coll/ring_*.cc) over the primitives of device/dev_prims.cuh, one block
+// per channel. collKernel<C, T, K> holds one collective only, so that a
+// translation unit compiles just the (collective, type, op) triples it launches.
+#pragma once
+
+#include "device/dev_prims.cuh"
+
+namespace accl {
+namespace {
+
+template <typename T, DevOp K>
+__device__ void ringAllReduce(RingPrims<T, K>& p, const T* src, T* dst, size_t lo, size_t hi, int n, int pos,
+                              size_t chunkElems) {
+  const size_t align = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+  const size_t loopElems = chunkElems * n;
+  for (size_t base = lo; base < hi; base += loopElems) {
+    const size_t rem = minz(loopElems, hi - base);
+    size_t per = (rem + n - 1) / n;
+    per = minz(chunkElems, (per + align - 1) / align * align);
+    auto off = [&](int c) { return base + minz(rem, c * per); };
+    auto len = [&](int c) { return minz(rem, (c + 1) * per) - minz(rem, c * per); };
+    auto block = [&](int k) { return (pos + n - k) % n; };
+    int c = block(1);
+    if (!p.sendLocal(src + off(c), len(c), true)) return;
+    for (int k = 2; k < n; ++k) {
+      c = block(k);
+      if (!p.recvReduceSend(src + off(c), nullptr, len(c), false)) return;
+    }
+    c = block(0);
+    if (!p.recvReduceSend(src + off(c), dst + off(c), len(c), true)) return;
+    for (int k = 1; k < n - 1; ++k) {
+      c = block(k);
+      if (!p.recvCopySend(dst + off(c), len(c))) return;
+    }
+    c = block(n - 1);
+    if (!p.recvOut(dst + off(c), len(c))) return;
+  }
+}
+
+// Positions relative to the root: 0 sends, n-1 only receives.
+template <typename T, DevOp K>
+__device__ void ringBroadcast(RingPrims<T, K>& p, const T* src, T* dst, size_t lo, size_t hi, int rel, int n,
+                              size_t chunkElems) {
+  if (rel == 0 && src != dst) copyIn(p.r, src + lo, dst + lo, nullptr, hi - lo);
+  for (size_t off = lo; off < hi; off += chunkElems) {
+    size_t len = minz(chunkElems, hi - off);
+    bool ok = rel == 0 ? p.sendLocal(src + off, len, false)
+                       : rel == n - 1 ? p.recvOut(dst + off, len) : p.recvCopySend(dst + off, len);
+    if (!ok) return;
+  }
+}
+
+// 0: the rank after the root starts; n-1: the root.
+template <typename T, DevOp K>
+__device__ void ringReduce(RingPrims<T, K>& p, const T* src, T* dst, size_t lo, size_t hi, int rel, int n,
+                           size_t chunkElems) {
+  for (size_t off = lo; off < hi; off += chunkElems) {
+    size_t len = minz(chunkElems, hi - off);
+    bool ok = rel == 0 ? p.sendLocal(src + off, len, true)
+                       : rel == n - 1 ? p.recvReduceCopy(src + off, dst + off, len)
+                                      : p.recvReduceSend(src + off, nullptr, len, false);
+    if (!ok) return;
+  }
+}
+
+template <typename T, DevOp K>
+__device__ void ringAllGather(RingPrims<T, K>& p, const T* src, T* dst, size_t count, size_t lo, size_t hi,
+                              int pos, int n, size_t chunkElems) {
+  T* mine = dst + static_cast<size_t>(pos) * count;
+  if (src != mine) copyIn(p.r, src + lo, mine + lo, nullptr, hi - lo);
+  auto blockOf = [&](int k) { return static_cast<size_t>((pos + n - k) % n); };
+  for (size_t off = lo; off < hi; off += chunkElems) {
+    size_t len = minz(chunkElems, hi - off);
+    if (!p.sendLocal(src + off, len, false)) return;
+    for (int k = 1; k < n - 1; ++k)
+      if (!p.recvCopySend(dst + blockOf(k) * count + off, len)) return;
+    if (!p.recvOut(dst + blockOf(n - 1) * count + off, len)) return;
+  }
+}
+
+template <typename T, DevOp K>
+__device__ void ringReduceScatter(RingPrims<T, K>& p, const T* src, T* dst, size_t count, size_t lo, size_t hi,
+                                  int pos, int n, size_t chunkElems) {
+  auto input = [&](int k) { return src + static_cast<size_t>((pos + n - k) % n) * count; };
+  for (size_t off = lo; off < hi; off += chunkElems) {
+    size_t len = minz(chunkElems, hi - off);
+    if (!p.sendLocal(input(1) + off, len, true)) return;
+    for (int k = 2; k < n; ++k)
+      if (!p.recvReduceSend(input(k) + off, nullptr, len, false)) return;
+    if (!p.recvReduceCopy(input(0) + off, dst + off, len)) return;
+  }
+}
+
+template <DevColl C, typename T, DevOp K>
+__global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
+  __shared__ int fail;
+  if (threadIdx.x == 0) fail = 0;
+  __syncthreads();
+  Red<T, K> r;
+  r.k = w.scalarPtr ? *static_cast<const T*>(w.scalarPtr) : ScalarFrom<T>::get(w.scalarF, w.scalarI);
+  r.div = w.scalarI;
+  const T* src = static_cast<const T*>(w.send);
+  T* dst = static_cast<T*>(w.recv);
+  const int n = w.ctx.nranks, pos = w.ctx.rank, c = blockIdx.x;
+
+  if constexpr (C == DevColl::Local) {  // one rank: out = fin(pre(in)) over the whole grid
+    // Each block takes a contiguous share; elementwise strides by the block.
+    size_t per = (w.count + gridDim.x - 1) / gridDim.x;
+    per = (per + 63) / 64 * 64;
+    size_t lo = minz(w.count, per * c), hi = minz(w.count, per * (c + 1));
+    if (lo < hi) {
+      if constexpr (K == DevOp::PreMulSum)
+        elementwise<T, K, false, true, true>(r, nullptr, src + lo, dst + lo, nullptr, hi - lo);
+      else
+        elementwise<T, K, true, false, true>(r, src + lo, nullptr, dst + lo, nullptr, hi - lo);
+    }
+  } else {
+    Block b{&w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, 0, &fail};
+    if (threadIdx.x == 0 && w.ctx.timeoutNs) b.deadline = globalTimer() + w.ctx.timeoutNs;
+    Conn recv = openConn(w.recvCh + c, (pos + n - 1) % n);
+    Conn send = openConn(w.sendCh + c, (pos + 1) % n);
+    RingPrims<T, K> p{b, recv, send, r};
+    const size_t chunkElems = w.sendCh[c].slotBytes / sizeof(T);
+    size_t lo, hi;
+    channelSlice<T>(w.count, w.nChannels, c, &lo, &hi);
+    if constexpr (C == DevColl::AllReduce) ringAllReduce(p, src, dst, lo, hi, n, pos, chunkElems);
+    else if constexpr (C == DevColl::Broadcast)
+      ringBroadcast(p, src, dst, lo, hi, (pos - w.root + n) % n, n, chunkElems);
+    else if constexpr (C == DevColl::Reduce)
+      ringReduce(p, src, dst, lo, hi, (pos - w.root - 1 + 2 * n) % n, n, chunkElems);
+    else if constexpr (C == DevColl::AllGather) ringAllGather(p, src, dst, w.count, lo, hi, pos, n, chunkElems);
+    else ringReduceScatter(p, src, dst, w.count, lo, hi, pos, n, chunkElems);
+    __syncthreads();
+    if (!fail) {
+      closeConn(recv);
+      closeConn(send);
+    }
+  }
+}
+
+template <DevColl C, typename T>
+cudaError_t launchColl(const DevCollWork& w, int blocks, cudaStream_t s) {
+  switch (w.op) {
+    case DevOp::Sum: collKernel<C, T, DevOp::Sum><<<blocks, kThreads, 0, s>>>(w); break;
+    case DevOp::Prod: collKernel<C, T, DevOp::Prod><<<blocks, kThreads, 0, s>>>(w); break;
+    case DevOp::Max: collKernel<C, T, DevOp::Max><<<blocks, kThreads, 0, s>>>(w); break;
+    case DevOp::Min: collKernel<C, T, DevOp::Min><<<blocks, kThreads, 0, s>>>(w); break;
+    case DevOp::PreMulSum: collKernel<C, T, DevOp::PreMulSum><<<blocks, kThreads, 0, s>>>(w); break;
+    case DevOp::SumPostDiv:
+      if constexpr (std::is_integral<T>::value) {
+        collKernel<C, T, DevOp::SumPostDiv><<<blocks, kThreads, 0, s>>>(w);
+        break;
+      }
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <typename T, DevOp K>
+cudaError_t launchLocal(const DevCollWork& w, int blocks, cudaStream_t s) {
+  collKernel<DevColl::Local, T, K><<<blocks, kThreads, 0, s>>>(w);
+  return cudaGetLastError();
+}
+
+// The collectives that do arithmetic on T; the copies (broadcast, allgather, a
+// one-rank op without arithmetic) run on bytes (device/dev_launch.cu).
+template <typename T>
+cudaError_t launchReducing(const DevCollWork& w, int blocks, cudaStream_t s) {
+  switch (w.coll) {
+    case DevColl::AllReduce: return launchColl<DevColl::AllReduce, T>(w, blocks, s);
+    case DevColl::Reduce: return launchColl<DevColl::Reduce, T>(w, blocks, s);
+    case DevColl::ReduceScatter: return launchColl<DevColl::ReduceScatter, T>(w, blocks, s);
+    case DevColl::Local:
+      if (w.op == DevOp::PreMulSum) return launchLocal<T, DevOp::PreMulSum>(w, blocks, s);
+      if constexpr (std::is_integral<T>::value) {
+        if (w.op == DevOp::SumPostDiv) return launchLocal<T, DevOp::SumPostDiv>(w, blocks, s);
+      }
+      return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+}  // namespace accl
