@@ -147,12 +147,18 @@ bool beginCapture(cudaStream_t stream, std::string* err) {
   return cudaOk(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture", err);
 }
 
-bool endCapture(cudaStream_t stream, void** graphExec, std::string* err) {
-  cudaGraph_t graph = nullptr;
+bool endCapture(cudaStream_t stream, void** graph, std::string* err) {
+  cudaGraph_t g = nullptr;
+  bool ok = cudaOk(cudaStreamEndCapture(stream, &g), "cudaStreamEndCapture", err);
+  *graph = g;
+  return ok;
+}
+
+bool instantiateGraph(void* graph, void** graphExec, std::string* err) {
   cudaGraphExec_t exec = nullptr;
-  if (!cudaOk(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture", err)) return false;
-  bool ok = cudaOk(cudaGraphInstantiateWithFlags(&exec, graph, 0), "cudaGraphInstantiate", err);
-  (void)cudaGraphDestroy(graph);
+  bool ok = cudaOk(cudaGraphInstantiateWithFlags(&exec, static_cast<cudaGraph_t>(graph), 0), "cudaGraphInstantiate",
+                   err);
+  (void)cudaGraphDestroy(static_cast<cudaGraph_t>(graph));
   *graphExec = exec;
   return ok;
 }
@@ -198,6 +204,7 @@ bool RankBuffers::zero(char* buffer, size_t bytes, std::string*) {
 bool syncStreams(RankBuffers* const*, const ncclComm_t*, int, std::string*) { return true; }
 bool beginCapture(cudaStream_t, std::string* err) { return noCuda(err); }
 bool endCapture(cudaStream_t, void**, std::string* err) { return noCuda(err); }
+bool instantiateGraph(void*, void**, std::string* err) { return noCuda(err); }
 bool launchGraph(void*, cudaStream_t, std::string* err) { return noCuda(err); }
 void destroyGraph(void*) {}
 

@@ -57,7 +57,10 @@ bool syncStreams(RankBuffers* const* ranks, const ncclComm_t* comms, int n, std:
 
 // CUDA graph capture of one thread's streams (device mode only).
 bool beginCapture(cudaStream_t stream, std::string* err);
-bool endCapture(cudaStream_t stream, void** graphExec, std::string* err);
+bool endCapture(cudaStream_t stream, void** graph, std::string* err);
+// Instantiates (and then destroys) an ended capture. Only once every stream of
+// this thread has ended its capture: a capturing stream forbids it.
+bool instantiateGraph(void* graph, void** graphExec, std::string* err);
 bool launchGraph(void* graphExec, cudaStream_t stream, std::string* err);
 void destroyGraph(void* graphExec);
 

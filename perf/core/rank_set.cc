@@ -227,10 +227,16 @@ void RankSet::beginCapture() {
 
 void RankSet::endCapture(std::vector<void*>* graphs) {
   std::string err;
+  std::vector<void*> captured;
   for (const Rank& k : ranks_) {
     void* g = nullptr;
     if (!perf::endCapture(k.buf->stream(), &g, &err)) fail(k, err);
-    graphs->push_back(g);
+    captured.push_back(g);
+  }
+  for (size_t i = 0; i < ranks_.size(); i++) {
+    void* exec = nullptr;
+    if (!instantiateGraph(captured[i], &exec, &err)) fail(ranks_[i], err);
+    graphs->push_back(exec);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/redop.h"
+#include "device/dev_comm.h"
 
 using accl::CollArgs;
 using accl::CollKind;
@@ -226,18 +227,17 @@ extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size
   const size_t block = count * accl::typeSize(datatype);
   std::shared_ptr<void> keep;
   const char* src = static_cast<const char*>(sendbuff);
-  if (base.onDevice && overlaps(sendbuff, recvbuff, block * n)) {
-    WARN("ncclAlltoAll (%s, rank %d): an in-place all-to-all of device buffers is not supported yet "
-         "(use separate send and receive buffers)", comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
   if (overlaps(sendbuff, recvbuff, block * n)) {  // in place: send from a copy
-    keep.reset(malloc(block * n), free);
-    if (!keep) {
-      WARN("ncclAlltoAll: cannot allocate %zu bytes to stage an in-place all-to-all", block * n);
-      return ncclSystemError;
+    if (base.onDevice) {
+      NCCLCHECK(accl::devStagingCopy(comm, sendbuff, block * n, stream, &keep));
+    } else {
+      keep.reset(malloc(block * n), free);
+      if (!keep) {
+        WARN("ncclAlltoAll: cannot allocate %zu bytes to stage an in-place all-to-all", block * n);
+        return ncclSystemError;
+      }
+      memcpy(keep.get(), sendbuff, block * n);
     }
-    memcpy(keep.get(), sendbuff, block * n);
     src = static_cast<const char*>(keep.get());
   }
   std::vector<CollArgs> ops;

@@ -294,6 +294,19 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, w.nChannels, s); });
 }
 
+ncclResult_t devStagingCopy(ncclComm* comm, const void* src, size_t bytes, void* stream, std::shared_ptr<void>* out) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  void* p = nullptr;
+  CUDACHECK(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync (staging copy)", comm);
+  out->reset(p, [s](void* q) {
+    (void)cudaFreeAsync(q, s);
+    (void)cudaGetLastError();
+  });
+  CUDACHECK(cudaMemcpyAsync(p, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync (staging copy)", comm);
+  return ncclSuccess;
+}
+
 ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   DevState& d = *comm->dev;
   const char* opName = ops[0].opName;
@@ -400,6 +413,7 @@ int devChannelCount(const ncclComm*) { return 1; }
 bool devBuffer(const void*) { return false; }
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
+ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
 ncclResult_t devCheck(ncclComm* comm) { return static_cast<ncclResult_t>(comm->asyncError.load()); }
 ncclResult_t devWait(ncclComm*) { return ncclSuccess; }
 

@@ -35,6 +35,11 @@ bool devBuffer(const void* p);
 // Enqueue on a.stream / the ops' stream; return at once.
 ncclResult_t devRunCollective(const CollArgs& a);
 ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
+// A stream-ordered copy of `bytes` of device memory at `src` on `stream`, for an
+// operation that must read its input after overwriting it (in-place
+// all-to-all); freed on the stream once the last holder lets go, which is after
+// the operation's kernel was queued.
+ncclResult_t devStagingCopy(ncclComm* comm, const void* src, size_t bytes, void* stream, std::shared_ptr<void>* out);
 // A kernel that stopped early becomes a WARN and the communicator's error.
 ncclResult_t devCheck(ncclComm* comm);
 // Waits for the communicator's last launched work (finalize).
