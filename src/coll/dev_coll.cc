@@ -294,6 +294,17 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, w.nChannels, s); });
 }
 
+bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops) {
+  if (!comm->dev) return false;
+  for (const CollArgs& a : ops) {
+    if (!a.onDevice) return false;
+    if (!isP2p(a.kind) || a.root == comm->rank) continue;  // collectives use the ring made at setup
+    const auto& conns = a.kind == CollKind::Send ? comm->sendConns : comm->recvConns;
+    if (!conns.count({a.root, kTagDevP2p})) return false;
+  }
+  return true;
+}
+
 ncclResult_t devStagingCopy(ncclComm* comm, const void* src, size_t bytes, void* stream, std::shared_ptr<void>* out) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
@@ -414,6 +425,7 @@ bool devBuffer(const void*) { return false; }
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
+bool devQueuesOnly(const ncclComm*, const std::vector<CollArgs>&) { return false; }
 ncclResult_t devCheck(ncclComm* comm) { return static_cast<ncclResult_t>(comm->asyncError.load()); }
 ncclResult_t devWait(ncclComm*) { return ncclSuccess; }
 

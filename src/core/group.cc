@@ -7,6 +7,7 @@
 #include "coll/tuner.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "device/dev_comm.h"
 
 namespace accl {
 namespace {
@@ -85,9 +86,20 @@ ncclResult_t groupEnd() {
     if (!byComm.count(a.comm)) order.push_back(a.comm);
     byComm[a.comm].push_back(a);
   }
+  // A part that only queues kernels runs here; the others need a thread each,
+  // since each may wait for peers that another part of this group serves.
   std::vector<std::function<ncclResult_t()>> jobs;
-  for (ncclComm* c : order) jobs.push_back([c, &byComm] { return runCommOps(c, byComm[c]); });
-  return runConcurrently(jobs);
+  ncclResult_t first = ncclSuccess;
+  for (ncclComm* c : order) {
+    if (!devQueuesOnly(c, byComm[c])) {
+      jobs.push_back([c, &byComm] { return runCommOps(c, byComm[c]); });
+      continue;
+    }
+    ncclResult_t r = runCommOps(c, byComm[c]);
+    if (first == ncclSuccess) first = r;
+  }
+  ncclResult_t r = runConcurrently(jobs);
+  return first != ncclSuccess ? first : r;
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {

@@ -35,6 +35,11 @@ bool devBuffer(const void* p);
 // Enqueue on a.stream / the ops' stream; return at once.
 ncclResult_t devRunCollective(const CollArgs& a);
 ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
+// True when running `ops` (one communicator's part of a group) only queues
+// kernels: every operation is on device buffers and every connection it needs
+// exists, so nothing waits for a peer. ncclGroupEnd runs such parts inline
+// rather than on a thread each.
+bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops);
 // A stream-ordered copy of `bytes` of device memory at `src` on `stream`, for an
 // operation that must read its input after overwriting it (in-place
 // all-to-all); freed on the stream once the last holder lets go, which is after

@@ -2,10 +2,12 @@
 (ACCL_DEVICE_KERNELS=ON) and a GPU is visible, and skip cleanly elsewhere."""
 import pytest
 
+# Imported here, before any test module imports torch: torch maps NVIDIA's
+# libnccl.so.2, after which accl refuses to load its own (accl._loader).
+import accl
+
 
 def pytest_collection_modifyitems(config, items):
-    import accl
-
     on_gpu, reason = accl.query_mode()
     for item in items:
         if "tests/gpu/" in str(item.fspath).replace("\\", "/"):
