@@ -36,11 +36,11 @@ const ModeInfo& queryMode() {
 #ifdef ACCL_HAVE_DEVICE_PATH
     info.device = true;
     info.reason = "device: " + std::to_string(n) +
-                  " CUDA device(s); device buffers run as CUDA kernels (experimental), host buffers on the host executor";
+                  " CUDA device(s); device buffers run as CUDA kernels, host buffers on the host executor";
 #else
     info.reason = "host: " + std::to_string(n) +
-                  " CUDA device(s) visible, but this build has no device data path (it is experimental: "
-                  "-DACCL_DEVICE_KERNELS=ON); host buffers only";
+                  " CUDA device(s) visible, but this build has no device data path (it was built with "
+                  "ACCL_DEVICE_KERNELS=OFF); host buffers only";
 #endif
 #else
     (void)mode;

@@ -163,8 +163,8 @@ cudaError_t launchLocal(const DevCollWork& w, int blocks, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-// The collectives that do arithmetic on T; the copies (broadcast, allgather, a
-// one-rank op without arithmetic) run on bytes (device/dev_launch.cu).
+// The collectives that do arithmetic on T (on one rank: PreMulSum's scaling and
+// SumPostDiv's division); the copies run on bytes (device/dev_launch.cu).
 template <typename T>
 cudaError_t launchReducing(const DevCollWork& w, int blocks, cudaStream_t s) {
   switch (w.coll) {

@@ -51,16 +51,15 @@ __global__ void __launch_bounds__(kThreads, 2) p2pKernel(DevP2pWork w) {
 }  // namespace
 
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream) {
-  const bool plainOp = w.op == DevOp::Sum || w.op == DevOp::Prod || w.op == DevOp::Max || w.op == DevOp::Min;
-  if (w.coll == DevColl::Broadcast || w.coll == DevColl::AllGather || (w.coll == DevColl::Local && plainOp)) {
+  // Broadcast and allgather only move bytes (a one-rank copy is cudaMemcpyAsync).
+  if (w.coll == DevColl::Broadcast || w.coll == DevColl::AllGather) {
     DevCollWork b = w;  // the same bytes, as uint8
     b.count = w.count * devTypeSize(w.type);
     b.op = DevOp::Sum;
-    switch (w.coll) {
-      case DevColl::Broadcast: collKernel<DevColl::Broadcast, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b); break;
-      case DevColl::AllGather: collKernel<DevColl::AllGather, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b); break;
-      default: collKernel<DevColl::Local, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b); break;
-    }
+    if (w.coll == DevColl::Broadcast)
+      collKernel<DevColl::Broadcast, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
+    else
+      collKernel<DevColl::AllGather, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
     return cudaGetLastError();
   }
 #define ACCL_TYPE_CASE(e, ctype) \
