@@ -114,8 +114,9 @@ extern "C" ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, siz
     WARN("ncclCommRegister: %s is NULL", handle ? "buff" : "handle");
     return ncclInvalidArgument;
   }
-  // Host mode copies through connection FIFOs, so registration only records the
-  // buffer; the handle is checked on deregistration.
+  // Both executors copy through connector FIFOs (host memory or device slots),
+  // so registration only records the buffer, host or device; the handle is
+  // checked on deregistration.
   auto* reg = new accl::Registration{buff, size};
   comm->registrations.insert(reg);
   *handle = reg;

@@ -8,6 +8,7 @@
 #include "core/group.h"
 #include "core/mode.h"
 #include "core/param.h"
+#include "device/dev_comm.h"
 
 #define ACCL_STR2(x) #x
 #define ACCL_STR(x) ACCL_STR2(x)
@@ -68,7 +69,9 @@ extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   }
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
-  // Host mode: page-aligned host memory (registrable, and what NCCL_WIN_REQUIRED_ALIGNMENT asks).
+  // Device mode: device memory, as NCCL. Host mode: page-aligned host memory
+  // (registrable, and what NCCL_WIN_REQUIRED_ALIGNMENT asks).
+  if (accl::queryMode().device) return accl::devMemAlloc(ptr, size);
   if (posix_memalign(ptr, 4096, size) != 0) {
     *ptr = nullptr;
     WARN("ncclMemAlloc: cannot allocate %zu bytes of host memory", size);
@@ -79,6 +82,8 @@ extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
 NCCL_API_ALIAS(ncclMemAlloc)
 
 extern "C" ncclResult_t pncclMemFree(void* ptr) {
+  if (!ptr) return ncclSuccess;
+  if (accl::queryMode().device && accl::devMemFree(ptr)) return ncclSuccess;
   free(ptr);
   return ncclSuccess;
 }

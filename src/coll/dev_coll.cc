@@ -298,6 +298,22 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, w.nChannels, s); });
 }
 
+ncclResult_t devMemAlloc(void** ptr, size_t size) {
+  cudaError_t e = cudaMalloc(ptr, size);
+  if (e == cudaSuccess) return ncclSuccess;
+  (void)cudaGetLastError();
+  *ptr = nullptr;
+  WARN("ncclMemAlloc: cannot allocate %zu bytes of device memory: %s", size, cudaGetErrorString(e));
+  return ncclUnhandledCudaError;
+}
+
+bool devMemFree(void* ptr) {
+  if (!devBuffer(ptr)) return false;
+  (void)cudaFree(ptr);
+  (void)cudaGetLastError();
+  return true;
+}
+
 bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops) {
   if (!comm->dev) return false;
   for (const CollArgs& a : ops) {
@@ -430,6 +446,8 @@ ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
 bool devQueuesOnly(const ncclComm*, const std::vector<CollArgs>&) { return false; }
+ncclResult_t devMemAlloc(void**, size_t) { return ncclInternalError; }
+bool devMemFree(void*) { return false; }
 ncclResult_t devCheck(ncclComm* comm) { return static_cast<ncclResult_t>(comm->asyncError.load()); }
 ncclResult_t devWait(ncclComm*) { return ncclSuccess; }
 

@@ -1,5 +1,6 @@
 #include "core/comm.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "accl.h"
 #include "core/check.h"
 #include "core/mode.h"
 
@@ -129,10 +131,28 @@ ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, cons
   return ncclSuccess;
 }
 
+namespace {
+
+// As NCCL's "NCCL version ..." line, once per process at the first init, so a
+// log shows which libnccl.so.2 answered (ACCL's, not NVIDIA's) and where it is.
+void logVersionOnce(const ModeInfo& mode) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    Dl_info info{};
+    const char* path = dladdr(reinterpret_cast<void*>(&logVersionOnce), &info) && info.dli_fname ? info.dli_fname
+                                                                                                  : "?";
+    VERSION_LOG("NCCL version %d.%d.%d+accl%s: ACCL %s (%s); %s", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+                acclGetVersionString(), acclGetVersionString(), path, mode.reason.c_str());
+  });
+}
+
+}  // namespace
+
 ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank) {
   comm->rank = rank;
   comm->nranks = nranks;
   const ModeInfo& mode = queryMode();
+  logVersionOnce(mode);
   comm->deviceMode = mode.device && comm->cudaDev >= 0;  // cudaDev: chosen by the API call (devChoose)
   if (!comm->deviceMode) comm->cudaDev = -1;
   comm->name = comm->config.commName.empty() ? "comm (initialising)" : comm->config.commName;

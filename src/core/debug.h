@@ -33,6 +33,12 @@ const char* lastWarning();
 
 }  // namespace accl
 
+// NCCL_DEBUG=VERSION and above: the one line that says which library is in use.
+#define VERSION_LOG(...)                                                                         \
+  do {                                                                                          \
+    if (::accl::logEnabled(::accl::LogLevel::Version, ::accl::kInit))                           \
+      ::accl::logMessage(::accl::LogLevel::Version, ::accl::kInit, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
 #define WARN(...) ::accl::logMessage(::accl::LogLevel::Warn, ::accl::kAll, __FILE__, __LINE__, __VA_ARGS__)
 #define INFO(subsys, ...)                                                                        \
   do {                                                                                          \

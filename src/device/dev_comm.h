@@ -45,6 +45,11 @@ bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops);
 // all-to-all); freed on the stream once the last holder lets go, which is after
 // the operation's kernel was queued.
 ncclResult_t devStagingCopy(ncclComm* comm, const void* src, size_t bytes, void* stream, std::shared_ptr<void>* out);
+// ncclMemAlloc/ncclMemFree in device mode: device memory of the calling thread's
+// current device (which CUDA IPC shares). devMemFree is false for memory that
+// is not device memory (host-mode allocations).
+ncclResult_t devMemAlloc(void** ptr, size_t size);
+bool devMemFree(void* ptr);
 // A kernel that stopped early becomes a WARN and the communicator's error.
 ncclResult_t devCheck(ncclComm* comm);
 // Waits for the communicator's last launched work (finalize).

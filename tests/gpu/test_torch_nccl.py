@@ -61,6 +61,48 @@ def test_ddp_matches_single_process():
     _spawn("ddp")
 
 
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_unchanged_script_under_accl_run_torchrun(nproc):
+    # torchrun_script.py knows nothing of ACCL; accl-run puts ACCL in front.
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA")
+    script = os.path.join(os.path.dirname(HERE), "torchrun_script.py")
+    cmd = [sys.executable, "-m", "accl.run", sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={nproc}", script]
+    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="120", PYTHONWARNINGS="ignore", NCCL_DEBUG="VERSION")
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=560)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-8000:]
+    assert out.count("SCRIPT OK") == nproc, out[-8000:]
+    assert "ACCL" in out  # NCCL_DEBUG=VERSION names the library in use
+
+
+@pytest.mark.timeout(300)
+def test_torch_watchdog_sees_a_dead_rank():
+    # Rank 1 dies between collectives; rank 0's next all_reduce waits for it in
+    # a kernel. torch's watchdog (timeout 15 s) aborts the communicator, which
+    # must stop the kernel, so rank 0 fails instead of hanging.
+    import accl
+
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), NCCL_SOCKET_IFNAME="lo",
+               WORLD_SIZE="2", LD_PRELOAD=accl.library_path(), PYTHONWARNINGS="ignore")
+    env.pop("ACCL_TIMEOUT", None)  # only torch's watchdog may end the wait
+    procs = [subprocess.Popen([sys.executable, HERE, "--worker", "dead_peer", str(r)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    try:
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail("rank 0 hung after rank 1 died:\n" + procs[0].communicate()[0][-6000:])
+    assert procs[1].returncode == 17, outs[1][-3000:]
+    assert procs[0].returncode != 0, outs[0][-6000:]
+    assert "dead_peer OK" not in outs[0]
+
+
 # --------------------------------------------------------------------------
 # worker side
 
@@ -187,12 +229,30 @@ def _suite_ddp(rank: int, n: int) -> None:
     dist.barrier()
 
 
+def _suite_dead_peer(rank: int, n: int) -> None:
+    import torch.distributed as dist
+
+    dev = torch.device("cuda", 0)
+    x = torch.ones(1 << 20, device=dev)
+    for _ in range(5):
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    if rank == 1:
+        os._exit(17)
+    for _ in range(1000):  # never completes: rank 1 is gone
+        dist.all_reduce(x)
+        torch.cuda.synchronize()
+
+
 def _worker(suite: str, rank: int) -> None:
+    import datetime
+
     import torch.distributed as dist
 
     n = int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=rank, world_size=n, device_id=torch.device("cuda", 0))
+    timeout = datetime.timedelta(seconds=15 if suite == "dead_peer" else 120)
+    dist.init_process_group("nccl", rank=rank, world_size=n, device_id=torch.device("cuda", 0), timeout=timeout)
     try:
         globals()[f"_suite_{suite}"](rank, n)
         torch.cuda.synchronize()

@@ -193,6 +193,11 @@ def test_nccl_debug_version_names_accl_and_default_is_quiet():
     res = _run(sys.executable, "-c", INIT_ONE_RANK, env=_clean_env(NCCL_DEBUG="VERSION"))
     assert res.returncode == 0, res.stderr
     assert f"accl-run: NCCL is ACCL {accl.__version__}" in res.stderr
+    # and the library's own line, as NCCL's "NCCL version" line, with its path
+    m = re.search(r"NCCL INFO NCCL version 2\.30\.7\+accl(\S+): ACCL \S+ \((\S+)\); (host|device)", res.stderr)
+    assert m and m.group(1) == accl.__version__, res.stderr
+    assert os.path.realpath(m.group(2)) == os.path.realpath(accl.library_path())
+    assert res.stderr.count("NCCL version") == 1  # once per process
     res = _run(sys.executable, "-c", INIT_ONE_RANK)
     assert res.returncode == 0 and "accl-run:" not in res.stderr, res.stderr
 

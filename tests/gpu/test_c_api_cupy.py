@@ -1,0 +1,219 @@
+"""The C ABI on device buffers, driven through ctypes with CuPy arrays, with
+CuPy as the independent reference: several ranks on the one GPU from one
+thread (ncclCommInitAll with devlist {0,0,0,0}), abort of a collective that
+waits for a rank that never comes (the GPU stays usable), ncclMemAlloc, and a
+soak of a few thousand random collectives."""
+import ctypes
+import time
+
+import numpy as np
+import pytest
+
+import accl
+
+cp = pytest.importorskip("cupy")
+
+lib = ctypes.CDLL(accl.library_path())
+Comm = ctypes.c_void_p
+TYPES = {  # ncclDataType_t: numpy dtype
+    0: np.int8, 1: np.uint8, 2: np.int32, 3: np.uint32, 4: np.int64, 5: np.uint64, 6: np.float16, 7: np.float32,
+    8: np.float64}
+SUM, PROD, MAX, MIN, AVG = range(5)
+
+
+def check(r, what):
+    if r != 0:
+        raise AssertionError(f"{what}: {lib.ncclGetErrorString(r).decode()} ({lib.ncclGetLastError(None).decode()})")
+
+
+lib.ncclGetErrorString.restype = ctypes.c_char_p
+lib.ncclGetLastError.restype = ctypes.c_char_p
+P, S, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+for name, args in {
+    "ncclAllReduce": [P, P, S, I, I, Comm, P], "ncclBroadcast": [P, P, S, I, I, Comm, P],
+    "ncclReduce": [P, P, S, I, I, I, Comm, P], "ncclAllGather": [P, P, S, I, Comm, P],
+    "ncclReduceScatter": [P, P, S, I, I, Comm, P], "ncclAlltoAll": [P, P, S, I, Comm, P],
+    "ncclSend": [P, S, I, I, Comm, P], "ncclRecv": [P, S, I, I, Comm, P],
+    "ncclCommAbort": [Comm], "ncclCommDestroy": [Comm], "ncclCommGetAsyncError": [Comm, ctypes.POINTER(I)],
+    "ncclMemAlloc": [ctypes.POINTER(P), S], "ncclMemFree": [P],
+}.items():
+    getattr(lib, name).argtypes = args
+
+
+def init_all(n):
+    comms = (Comm * n)()
+    check(lib.ncclCommInitAll(comms, n, (I * n)(*([0] * n))), "ncclCommInitAll")
+    return list(comms)
+
+
+class Group:
+    def __enter__(self):
+        check(lib.ncclGroupStart(), "ncclGroupStart")
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            check(lib.ncclGroupEnd(), "ncclGroupEnd")
+
+
+def ptr(a):
+    return ctypes.c_void_p(a.data.ptr)
+
+
+def streams(n):
+    return [cp.cuda.Stream(non_blocking=True) for _ in range(n)]
+
+
+def test_abort_stops_a_waiting_kernel_and_the_gpu_stays_usable():
+    comms = init_all(2)
+    s = streams(2)
+    x = cp.ones(1 << 20, dtype=cp.float32)
+    check(lib.ncclAllReduce(ptr(x), ptr(x), x.size, 7, SUM, comms[0], ctypes.c_void_p(s[0].ptr)), "ncclAllReduce")
+    time.sleep(1.0)  # rank 1 never calls: the kernel waits
+    assert not s[0].done
+    t0 = time.monotonic()
+    check(lib.ncclCommAbort(comms[0]), "ncclCommAbort")
+    check(lib.ncclCommAbort(comms[1]), "ncclCommAbort")
+    s[0].synchronize()  # the kernel left
+    assert time.monotonic() - t0 < 10
+    # a new communicator on the same GPU works
+    comms = init_all(2)
+    xs = [cp.full(4099, r + 1, dtype=cp.int64) for r in range(2)]
+    with Group():
+        for r in range(2):
+            check(lib.ncclAllReduce(ptr(xs[r]), ptr(xs[r]), 4099, 4, SUM, comms[r], ctypes.c_void_p(s[r].ptr)), "ar")
+    for r in range(2):
+        s[r].synchronize()
+        assert (xs[r] == 3).all()
+        check(lib.ncclCommDestroy(comms[r]), "ncclCommDestroy")
+
+
+def test_mem_alloc_is_device_memory_and_registers():
+    p = ctypes.c_void_p()
+    check(lib.ncclMemAlloc(ctypes.byref(p), 1 << 20), "ncclMemAlloc")
+    attrs = cp.cuda.runtime.pointerGetAttributes(p.value)
+    assert attrs.type == cp.cuda.runtime.memoryTypeDevice
+    comms = init_all(2)
+    handles = [ctypes.c_void_p() for _ in comms]
+    for c, h in zip(comms, handles):
+        check(lib.ncclCommRegister(ctypes.c_void_p(c), p, ctypes.c_size_t(1 << 20), ctypes.byref(h)), "register")
+    # both ranks reduce into halves of the one registered allocation
+    mem = cp.cuda.UnownedMemory(p.value, 1 << 20, None)
+    buf = cp.ndarray(1 << 18, dtype=cp.float32, memptr=cp.cuda.MemoryPointer(mem, 0))
+    halves = [buf[: 1 << 17], buf[1 << 17:]]
+    halves[0].fill(1)
+    halves[1].fill(2)
+    cp.cuda.Device().synchronize()
+    s = streams(2)
+    with Group():
+        for r in range(2):
+            check(lib.ncclAllReduce(ptr(halves[r]), ptr(halves[r]), 1 << 17, 7, SUM, comms[r],
+                                    ctypes.c_void_p(s[r].ptr)), "ncclAllReduce")
+    for r in range(2):
+        s[r].synchronize()
+        assert (halves[r] == 3).all()
+    for c, h in zip(comms, handles):
+        check(lib.ncclCommDeregister(ctypes.c_void_p(c), h), "deregister")
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+    check(lib.ncclMemFree(p), "ncclMemFree")
+
+
+def _values(rng, dtype, op, n, count):
+    # Small integers: sums and products of 4 of them are exact in every type.
+    lo, hi = (1, 3) if op == PROD else (-4, 5)
+    if np.dtype(dtype).kind == "u":
+        lo = max(lo, 0)
+    return [rng.integers(lo, hi, count).astype(dtype) for _ in range(n)]
+
+
+def _reduce(xs, op):
+    st = np.stack([x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs])
+    if op == SUM:
+        out = st.sum(0, dtype=st.dtype)
+    elif op == PROD:
+        out = st.prod(0, dtype=st.dtype)
+    elif op == MAX:
+        out = st.max(0)
+    elif op == MIN:
+        out = st.min(0)
+    else:
+        out = st.sum(0) / len(xs)
+    return out.astype(xs[0].dtype)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("nranks", [4, 8])
+def test_soak_random_collectives(nranks):
+    rng = np.random.default_rng(nranks)
+    comms = init_all(nranks)
+    s = streams(nranks)
+    iters = 1500 if nranks == 4 else 500
+    for it in range(iters):
+        kind = rng.choice(["allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "ring"])
+        t = int(rng.choice(list(TYPES)))
+        dtype = TYPES[t]
+        op = int(rng.integers(0, 5)) if kind in ("allreduce", "reduce", "reducescatter") else SUM
+        if op == AVG and np.dtype(dtype).kind != "f":
+            op = SUM
+        count = int(np.exp(rng.uniform(0, np.log(300000))))
+        root = int(rng.integers(0, nranks))
+        inplace = bool(rng.integers(0, 2))
+        what = f"iteration {it}: {kind} {np.dtype(dtype).name} op {op} count {count} root {root} in-place {inplace}"
+        per = count * nranks if kind in ("reducescatter", "alltoall") else count
+        host = _values(rng, dtype, op, nranks, per)
+        send = [cp.asarray(h) for h in host]
+        outn = count * nranks if kind in ("allgather", "alltoall") else count
+        if inplace and kind in ("allgather",):
+            recv = [cp.zeros(outn, dtype) for _ in range(nranks)]
+            for r in range(nranks):
+                recv[r][r * count:(r + 1) * count] = send[r]
+            send = [recv[r][r * count:(r + 1) * count] for r in range(nranks)]
+        elif inplace and kind == "reducescatter":
+            recv = [send[r][r * count:(r + 1) * count] for r in range(nranks)]
+        elif inplace and kind != "ring":
+            recv = send
+        else:
+            recv = [cp.zeros(outn, dtype) for _ in range(nranks)]
+        cp.cuda.Device().synchronize()  # the inputs are in place before any rank's kernel reads them
+        with Group():
+            for r in range(nranks):
+                a = (ptr(send[r]), ptr(recv[r]))
+                st = ctypes.c_void_p(s[r].ptr)
+                if kind == "allreduce":
+                    rc = lib.ncclAllReduce(*a, count, t, op, comms[r], st)
+                elif kind == "broadcast":
+                    rc = lib.ncclBroadcast(*a, count, t, root, comms[r], st)
+                elif kind == "reduce":
+                    rc = lib.ncclReduce(*a, count, t, op, root, comms[r], st)
+                elif kind == "allgather":
+                    rc = lib.ncclAllGather(*a, count, t, comms[r], st)
+                elif kind == "reducescatter":
+                    rc = lib.ncclReduceScatter(*a, count, t, op, comms[r], st)
+                elif kind == "alltoall":
+                    rc = lib.ncclAlltoAll(*a, count, t, comms[r], st)
+                else:  # each rank sends to the next, receives from the previous
+                    check(lib.ncclSend(a[0], count, t, (r + 1) % nranks, comms[r], st), what)
+                    rc = lib.ncclRecv(a[1], count, t, (r - 1) % nranks, comms[r], st)
+                check(rc, what)
+        for r in range(nranks):
+            s[r].synchronize()
+        got = [cp.asnumpy(x) for x in recv]
+        for r in range(nranks):
+            if kind == "allreduce":
+                want = _reduce(host, op)
+            elif kind == "broadcast":
+                want = host[root]
+            elif kind == "reduce":
+                if r != root:
+                    continue
+                want = _reduce(host, op)
+            elif kind == "allgather":
+                want = np.concatenate(host)
+            elif kind == "reducescatter":
+                want = _reduce(host, op)[r * count:(r + 1) * count]
+            elif kind == "alltoall":
+                want = np.concatenate([h[r * count:(r + 1) * count] for h in host])
+            else:
+                want = host[(r - 1) % nranks]
+            np.testing.assert_array_equal(got[r], want, err_msg=f"{what}, rank {r}")
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
