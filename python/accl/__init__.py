@@ -30,7 +30,7 @@ from ._errors import (
     make_error as _make_error,
 )
 from ._paths import include_dir, lib_dir, library_path
-from ._dtypes import bfloat16, float8_e4m3fn, float8_e5m2, numpy_dtype
+from ._dtypes import numpy_dtype
 from . import tuner
 from ._group import Group, group, simulate
 from .communicator import (
@@ -46,6 +46,15 @@ from .communicator import (
 _accl._set_error_factory(_make_error)
 
 __version__: str = _accl.version_string()
+
+
+def __getattr__(name: str):
+    # bfloat16, float8_e4m3fn, float8_e5m2 come from ml_dtypes, imported on first use.
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        from . import _dtypes
+
+        return getattr(_dtypes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def nccl_version() -> int:

@@ -5,6 +5,9 @@ from the ml_dtypes package (a dependency of accl): bfloat16, float8_e4m3fn
 (NCCL's ncclFloat8e4m3) and float8_e5m2. Arrays of them are handed to C as raw
 integers of the same width. They are also recognised by dtype name, so an
 ml_dtypes that is not importable here still maps correctly.
+
+ml_dtypes is imported on first use, not with accl: its import takes over a
+second on a small machine, which every `accl-run` and `import accl` would pay.
 """
 
 from __future__ import annotations
@@ -15,10 +18,7 @@ import numpy as np
 
 from ._enums import DataType
 
-try:
-    import ml_dtypes as _ml
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    _ml = None
+import functools
 
 _NATIVE: dict[np.dtype, DataType] = {
     np.dtype(np.int8): DataType.INT8,
@@ -47,18 +47,30 @@ _ALIASES: dict[str, str] = {
     "double": "float64",
 }
 
-if _ml is not None:
-    bfloat16 = np.dtype(_ml.bfloat16)
-    float8_e4m3fn = np.dtype(_ml.float8_e4m3fn)
-    float8_e5m2 = np.dtype(_ml.float8_e5m2)
-    _LOWP: dict[DataType, np.dtype] = {
-        DataType.BFLOAT16: bfloat16,
-        DataType.FLOAT8E4M3: float8_e4m3fn,
-        DataType.FLOAT8E5M2: float8_e5m2,
-    }
-else:  # pragma: no cover
-    bfloat16 = float8_e4m3fn = float8_e5m2 = None
-    _LOWP = {}
+_LOWP_NAMES = {"bfloat16": DataType.BFLOAT16, "float8_e4m3fn": DataType.FLOAT8E4M3,
+               "float8_e5m2": DataType.FLOAT8E5M2}
+
+
+@functools.lru_cache(maxsize=None)
+def _ml() -> Any:
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+        return None
+    return ml_dtypes
+
+
+@functools.lru_cache(maxsize=None)
+def _lowp() -> dict[DataType, np.dtype]:
+    ml = _ml()
+    return {} if ml is None else {dt: np.dtype(getattr(ml, name)) for name, dt in _LOWP_NAMES.items()}
+
+
+def __getattr__(name: str) -> Any:
+    # bfloat16, float8_e4m3fn, float8_e5m2: the ml_dtypes dtypes, made on first access
+    if name in _LOWP_NAMES:
+        return _lowp().get(_LOWP_NAMES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_dtype(dtype: Any) -> np.dtype:
@@ -69,9 +81,9 @@ def to_dtype(dtype: Any) -> np.dtype:
     if isinstance(dtype, str):
         name = _ALIASES.get(dtype.lower(), dtype.lower())
         if name in _BY_NAME:
-            if _ml is None:
+            if _ml() is None:
                 raise TypeError(f"dtype {dtype!r} needs the ml_dtypes package")
-            return np.dtype(getattr(_ml, name))
+            return _lowp()[_BY_NAME[name][0]]
         return np.dtype(name)
     return np.dtype(dtype)
 
@@ -82,8 +94,8 @@ def numpy_dtype(datatype: DataType | int) -> np.dtype:
     for dt, d in _NATIVE.items():
         if d == datatype:
             return dt
-    if datatype in _LOWP:
-        return _LOWP[datatype]
+    if datatype in _lowp():
+        return _lowp()[datatype]
     raise TypeError(f"{datatype!r} needs the ml_dtypes package")  # pragma: no cover
 
 
