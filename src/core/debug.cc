@@ -20,6 +20,9 @@ struct LogState {
   std::mutex mu;
   bool initialized = false;
   LogLevel level = LogLevel::Warn;
+  // WARN lines print by default; the VERSION line only when NCCL_DEBUG asks
+  // for it (as NCCL, which prints nothing unless NCCL_DEBUG is set).
+  bool versionOn = false;
   uint64_t subsys = kInit | kBootstrap | kEnv;
   FILE* out = stderr;
   char host[64] = "";
@@ -55,6 +58,7 @@ std::string expandDebugFile(const char* pattern, const char* host) {
 void initLocked(LogState& s) {
   if (s.initialized) return;
   s.level = parseLogLevel(paramString(Param::Debug), LogLevel::Warn);
+  s.versionOn = parseLogLevel(paramString(Param::Debug), LogLevel::None) >= LogLevel::Version;
   const char* sub = paramString(Param::DebugSubsys);
   if (sub && *sub) s.subsys = parseSubsysMask(sub);
   if (gethostname(s.host, sizeof(s.host) - 1) != 0) strcpy(s.host, "unknown");
@@ -102,6 +106,7 @@ LogLevel parseLogLevel(const char* spec, LogLevel dflt) {
 bool logEnabled(LogLevel level, uint64_t subsys) {
   LogState& s = state();
   if (!s.initialized) { std::lock_guard<std::mutex> g(s.mu); initLocked(s); }
+  if (level == LogLevel::Version) return s.versionOn;
   return static_cast<int>(level) <= static_cast<int>(s.level) && (level == LogLevel::Warn || (subsys & s.subsys));
 }
 
@@ -115,8 +120,12 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
   std::lock_guard<std::mutex> g(s.mu);
   initLocked(s);
   if (level == LogLevel::Warn) s.lastWarn = msg;
-  if (static_cast<int>(level) > static_cast<int>(s.level)) return;
-  if (level != LogLevel::Warn && !(subsys & s.subsys)) return;
+  if (level == LogLevel::Version) {
+    if (!s.versionOn) return;
+  } else {
+    if (static_cast<int>(level) > static_cast<int>(s.level)) return;
+    if (level != LogLevel::Warn && !(subsys & s.subsys)) return;
+  }
   long tid = syscall(SYS_gettid);
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;

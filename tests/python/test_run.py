@@ -200,6 +200,7 @@ def test_nccl_debug_version_names_accl_and_default_is_quiet():
     assert res.stderr.count("NCCL version") == 1  # once per process
     res = _run(sys.executable, "-c", INIT_ONE_RANK)
     assert res.returncode == 0 and "accl-run:" not in res.stderr, res.stderr
+    assert "NCCL version" not in res.stderr  # NCCL_DEBUG unset: no version line
 
 
 def test_console_script():
