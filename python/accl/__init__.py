@@ -15,7 +15,7 @@ checks, the NcclError hierarchy and the perf/info tools.
 
 from __future__ import annotations
 
-from ._loader import _accl  # first: explains a clash with another libnccl.so.2
+from ._loader import _accl  # first: opens ACCL's own libnccl.so.2 by its path
 from ._enums import DataType, RedOp, Result
 from ._errors import (
     InProgressError,

@@ -4,6 +4,12 @@
 #include "bindings.h"
 
 NB_MODULE(_accl, m) {
+  try {
+    accl_py::load_api();  // first: every binding calls through it
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_ImportError, e.what());
+    throw nanobind::python_error();
+  }
   m.doc() = "Low-level bindings to the NCCL C ABI of libnccl.so.2 (use the accl package instead).";
   accl_py::register_errors(m);
   accl_py::register_info(m);

@@ -10,11 +10,68 @@
 
 #include <nanobind/nanobind.h>
 
+#include "accl.h"
 #include "nccl.h"
 
 namespace accl_py {
 
 namespace nb = nanobind;
+
+// The C functions this module calls, each through api(): resolved at import
+// from ACCL's own libnccl.so.2, opened by its path (accl/lib/, beside this
+// module) with RTLD_LOCAL. Linking it by SONAME instead would bind to whatever
+// libnccl.so.2 the process has already (`import torch` maps NVIDIA's).
+#define ACCL_PY_CALLS(X) \
+  X(acclGetVersionString) \
+  X(acclQueryMode) \
+  X(acclTunerChoose) \
+  X(acclTunerPredict) \
+  X(ncclAllGather) \
+  X(ncclAllReduce) \
+  X(ncclAlltoAll) \
+  X(ncclBcast) \
+  X(ncclBroadcast) \
+  X(ncclCommAbort) \
+  X(ncclCommCount) \
+  X(ncclCommCuDevice) \
+  X(ncclCommDeregister) \
+  X(ncclCommDestroy) \
+  X(ncclCommFinalize) \
+  X(ncclCommGetAsyncError) \
+  X(ncclCommGetUniqueId) \
+  X(ncclCommInitRank) \
+  X(ncclCommInitRankConfig) \
+  X(ncclCommInitRankScalable) \
+  X(ncclCommRegister) \
+  X(ncclCommSplit) \
+  X(ncclCommUserRank) \
+  X(ncclGather) \
+  X(ncclGetErrorString) \
+  X(ncclGetLastError) \
+  X(ncclGetUniqueId) \
+  X(ncclGetVersion) \
+  X(ncclGroupEnd) \
+  X(ncclGroupSimulateEnd) \
+  X(ncclGroupStart) \
+  X(ncclMemAlloc) \
+  X(ncclMemFree) \
+  X(ncclRecv) \
+  X(ncclRedOpCreatePreMulSum) \
+  X(ncclRedOpDestroy) \
+  X(ncclReduce) \
+  X(ncclReduceScatter) \
+  X(ncclScatter) \
+  X(ncclSend)
+
+struct Api {
+#define ACCL_PY_FIELD(name) decltype(&::name) name = nullptr;
+  ACCL_PY_CALLS(ACCL_PY_FIELD)
+#undef ACCL_PY_FIELD
+  std::string path;  // the file they come from
+};
+// Opens the library and resolves every call; throws std::runtime_error saying why it cannot.
+void load_api();
+const Api& api();
 
 // A failed NCCL call. Raised from C++ and turned into an accl.NcclError
 // subclass by the translator that errors_py.cpp registers.

@@ -62,8 +62,8 @@ int coll(int kind, const Comm& c, SendArray send, RecvArray recv, size_t count, 
   size_t block = count * typeSize(datatype);
   int nranks = 1, rank = 0;
   if (kind != kAllReduce && kind != kSend && kind != kRecv) {
-    check(ncclCommCount(comm, &nranks), "ncclCommCount");
-    check(ncclCommUserRank(comm, &rank), "ncclCommUserRank");
+    check(api().ncclCommCount(comm, &nranks), "ncclCommCount");
+    check(api().ncclCommUserRank(comm, &rank), "ncclCommUserRank");
   }
   const size_t n = static_cast<size_t>(nranks);
   const bool isRoot = rank == root;
@@ -90,16 +90,16 @@ int coll(int kind, const Comm& c, SendArray send, RecvArray recv, size_t count, 
   {
     nb::gil_scoped_release nogil;
     switch (kind) {
-      case kAllReduce: res = ncclAllReduce(s, r, count, dt, red, comm, nullptr); break;
-      case kBroadcast: res = ncclBroadcast(s, r, count, dt, root, comm, nullptr); break;
-      case kReduce: res = ncclReduce(s, r, count, dt, red, root, comm, nullptr); break;
-      case kAllGather: res = ncclAllGather(s, r, count, dt, comm, nullptr); break;
-      case kReduceScatter: res = ncclReduceScatter(s, r, count, dt, red, comm, nullptr); break;
-      case kAllToAll: res = ncclAlltoAll(s, r, count, dt, comm, nullptr); break;
-      case kGather: res = ncclGather(s, r, count, dt, root, comm, nullptr); break;
-      case kScatter: res = ncclScatter(s, r, count, dt, root, comm, nullptr); break;
-      case kSend: res = ncclSend(s, count, dt, root, comm, nullptr); break;
-      case kRecv: res = ncclRecv(r, count, dt, root, comm, nullptr); break;
+      case kAllReduce: res = api().ncclAllReduce(s, r, count, dt, red, comm, nullptr); break;
+      case kBroadcast: res = api().ncclBroadcast(s, r, count, dt, root, comm, nullptr); break;
+      case kReduce: res = api().ncclReduce(s, r, count, dt, red, root, comm, nullptr); break;
+      case kAllGather: res = api().ncclAllGather(s, r, count, dt, comm, nullptr); break;
+      case kReduceScatter: res = api().ncclReduceScatter(s, r, count, dt, red, comm, nullptr); break;
+      case kAllToAll: res = api().ncclAlltoAll(s, r, count, dt, comm, nullptr); break;
+      case kGather: res = api().ncclGather(s, r, count, dt, root, comm, nullptr); break;
+      case kScatter: res = api().ncclScatter(s, r, count, dt, root, comm, nullptr); break;
+      case kSend: res = api().ncclSend(s, count, dt, root, comm, nullptr); break;
+      case kRecv: res = api().ncclRecv(r, count, dt, root, comm, nullptr); break;
     }
   }
   return static_cast<int>(check(res, call, /*allowInProgress=*/true));
@@ -118,13 +118,13 @@ int bcast(const Comm& c, RecvArray buf, size_t count, int datatype, int root) {
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclBcast(p, count, static_cast<ncclDataType_t>(datatype), root, comm, nullptr);
+    r = api().ncclBcast(p, count, static_cast<ncclDataType_t>(datatype), root, comm, nullptr);
   }
   return static_cast<int>(check(r, "ncclBcast", /*allowInProgress=*/true));
 }
 
 // ---- groups ----------------------------------------------------------------
-void groupStart() { check(ncclGroupStart(), "ncclGroupStart"); }
+void groupStart() { check(api().ncclGroupStart(), "ncclGroupStart"); }
 
 // The outermost end runs the group (and blocks): GIL released. Returns 0, or 7
 // when non-blocking communicators still have the group's work in flight.
@@ -132,7 +132,7 @@ int groupEnd() {
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclGroupEnd();
+    r = api().ncclGroupEnd();
   }
   return static_cast<int>(check(r, "ncclGroupEnd", /*allowInProgress=*/true));
 }
@@ -141,7 +141,7 @@ int groupEnd() {
 // microseconds (NaN where the library gave none).
 float groupSimulateEnd() {
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-  check(ncclGroupSimulateEnd(&info), "ncclGroupSimulateEnd");
+  check(api().ncclGroupSimulateEnd(&info), "ncclGroupSimulateEnd");
   return info.estimatedTime;
 }
 
@@ -153,7 +153,7 @@ int redOpCreatePreMulSum(const Comm& c, SendArray scalar, int datatype, int resi
   requireBytes("scalar", bytesOf(scalar), typeSize(datatype));
   ncclComm_t comm = c.get("ncclRedOpCreatePreMulSum");
   ncclRedOp_t op;
-  check(ncclRedOpCreatePreMulSum(&op, const_cast<void*>(dataOf(scalar)),
+  check(api().ncclRedOpCreatePreMulSum(&op, const_cast<void*>(dataOf(scalar)),
                                  static_cast<ncclDataType_t>(datatype),
                                  static_cast<ncclScalarResidence_t>(residence), comm),
         "ncclRedOpCreatePreMulSum");
@@ -162,28 +162,28 @@ int redOpCreatePreMulSum(const Comm& c, SendArray scalar, int datatype, int resi
 
 void redOpDestroy(const Comm& c, int op) {
   ncclComm_t comm = c.get("ncclRedOpDestroy");
-  check(ncclRedOpDestroy(static_cast<ncclRedOp_t>(op), comm), "ncclRedOpDestroy");
+  check(api().ncclRedOpDestroy(static_cast<ncclRedOp_t>(op), comm), "ncclRedOpDestroy");
 }
 
 // ---- buffer registration and library memory --------------------------------
 uintptr_t commRegister(const Comm& c, RecvArray buf) {
   ncclComm_t comm = c.get("ncclCommRegister");
   void* handle = nullptr;
-  check(ncclCommRegister(comm, dataOf(buf), bytesOf(buf), &handle), "ncclCommRegister");
+  check(api().ncclCommRegister(comm, dataOf(buf), bytesOf(buf), &handle), "ncclCommRegister");
   return reinterpret_cast<uintptr_t>(handle);
 }
 
 void commDeregister(const Comm& c, uintptr_t handle) {
   ncclComm_t comm = c.get("ncclCommDeregister");
-  check(ncclCommDeregister(comm, reinterpret_cast<void*>(handle)), "ncclCommDeregister");
+  check(api().ncclCommDeregister(comm, reinterpret_cast<void*>(handle)), "ncclCommDeregister");
 }
 
 // ncclMemAlloc as a 1-D uint8 NumPy array that calls ncclMemFree when the
 // last reference goes (host mode: host memory).
 nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> memAlloc(size_t nbytes) {
   void* p = nullptr;
-  check(ncclMemAlloc(&p, nbytes), "ncclMemAlloc");
-  nb::capsule owner(p, [](void* q) noexcept { ncclMemFree(q); });
+  check(api().ncclMemAlloc(&p, nbytes), "ncclMemAlloc");
+  nb::capsule owner(p, [](void* q) noexcept { api().ncclMemFree(q); });
   size_t shape[1] = {nbytes};
   return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(p, 1, shape, owner);
 }

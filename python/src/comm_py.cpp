@@ -16,7 +16,7 @@ namespace accl_py {
 Comm::~Comm() {
   // A communicator the program never destroyed: release it locally. No GIL
   // juggling here; this can run during interpreter shutdown.
-  if (ncclComm_t c = release()) ncclCommDestroy(c);
+  if (ncclComm_t c = release()) api().ncclCommDestroy(c);
 }
 
 ncclComm_t Comm::get(const char* call) const {
@@ -33,7 +33,7 @@ nb::bytes getUniqueId() {
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclGetUniqueId(&id);
+    r = api().ncclGetUniqueId(&id);
   }
   check(r, "ncclGetUniqueId");
   return nb::bytes(id.internal, sizeof(id.internal));
@@ -77,13 +77,13 @@ std::unique_ptr<Comm> initRank(int nranks, nb::bytes uid, int rank, nb::handle c
   ncclResult_t r;
   if (config.is_none()) {
     nb::gil_scoped_release nogil;
-    r = ncclCommInitRank(&comm, nranks, id, rank);
+    r = api().ncclCommInitRank(&comm, nranks, id, rank);
   } else {
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     std::string netName;
     fillConfig(cfg, nb::cast<nb::dict>(config), netName);
     nb::gil_scoped_release nogil;
-    r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+    r = api().ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
   }
   const char* call = config.is_none() ? "ncclCommInitRank" : "ncclCommInitRankConfig";
   check(r, call, /*allowInProgress=*/true);
@@ -104,7 +104,7 @@ std::unique_ptr<Comm> initRankScalable(int nranks, int rank, std::vector<nb::byt
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclCommInitRankScalable(&comm, nranks, rank, static_cast<int>(ids.size()), ids.data(), cfgp);
+    r = api().ncclCommInitRankScalable(&comm, nranks, rank, static_cast<int>(ids.size()), ids.data(), cfgp);
   }
   check(r, "ncclCommInitRankScalable", /*allowInProgress=*/true);
   return std::make_unique<Comm>(comm);
@@ -123,7 +123,7 @@ std::unique_ptr<Comm> split(const Comm& c, int color, int key, nb::handle config
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclCommSplit(parent, color, key, &child, cfgp);
+    r = api().ncclCommSplit(parent, color, key, &child, cfgp);
   }
   check(r, "ncclCommSplit", /*allowInProgress=*/true);
   if (child == nullptr) return nullptr;
@@ -132,31 +132,31 @@ std::unique_ptr<Comm> split(const Comm& c, int color, int key, nb::handle config
 
 nb::bytes commGetUniqueId(const Comm& c) {
   ncclUniqueId id;
-  check(ncclCommGetUniqueId(c.get("ncclCommGetUniqueId"), &id), "ncclCommGetUniqueId");
+  check(api().ncclCommGetUniqueId(c.get("ncclCommGetUniqueId"), &id), "ncclCommGetUniqueId");
   return nb::bytes(id.internal, sizeof(id.internal));
 }
 
 int count(const Comm& c) {
   int n = 0;
-  check(ncclCommCount(c.get("ncclCommCount"), &n), "ncclCommCount");
+  check(api().ncclCommCount(c.get("ncclCommCount"), &n), "ncclCommCount");
   return n;
 }
 
 int userRank(const Comm& c) {
   int rank = 0;
-  check(ncclCommUserRank(c.get("ncclCommUserRank"), &rank), "ncclCommUserRank");
+  check(api().ncclCommUserRank(c.get("ncclCommUserRank"), &rank), "ncclCommUserRank");
   return rank;
 }
 
 int cuDevice(const Comm& c) {
   int dev = -1;
-  check(ncclCommCuDevice(c.get("ncclCommCuDevice"), &dev), "ncclCommCuDevice");
+  check(api().ncclCommCuDevice(c.get("ncclCommCuDevice"), &dev), "ncclCommCuDevice");
   return dev;
 }
 
 int asyncError(const Comm& c) {
   ncclResult_t state = ncclSuccess;
-  check(ncclCommGetAsyncError(c.get("ncclCommGetAsyncError"), &state), "ncclCommGetAsyncError");
+  check(api().ncclCommGetAsyncError(c.get("ncclCommGetAsyncError"), &state), "ncclCommGetAsyncError");
   return static_cast<int>(state);
 }
 
@@ -165,7 +165,7 @@ int finalize(const Comm& c) {
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclCommFinalize(comm);
+    r = api().ncclCommFinalize(comm);
   }
   return static_cast<int>(check(r, "ncclCommFinalize", /*allowInProgress=*/true));
 }
@@ -177,7 +177,7 @@ void destroy(Comm& c) {
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclCommDestroy(comm);
+    r = api().ncclCommDestroy(comm);
   }
   check(r, "ncclCommDestroy");
 }
@@ -188,7 +188,7 @@ void abort(Comm& c) {
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = ncclCommAbort(comm);
+    r = api().ncclCommAbort(comm);
   }
   check(r, "ncclCommAbort");
 }

@@ -31,7 +31,7 @@ void translate(const std::exception_ptr& p, void*) {
     }
     try {
       nb::object exc = nb::borrow(gErrorFactory)(static_cast<int>(e.code), e.call,
-                                                 ncclGetErrorString(e.code), e.lastError);
+                                                 api().ncclGetErrorString(e.code), e.lastError);
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     } catch (nb::python_error& pe) {
       pe.restore();  // the factory itself failed: raise that instead
@@ -43,14 +43,14 @@ void translate(const std::exception_ptr& p, void*) {
 
 CallError::CallError(ncclResult_t code, std::string call, std::string lastError)
     : code(code), call(std::move(call)), lastError(std::move(lastError)) {
-  what_ = this->call + " failed: " + ncclGetErrorString(code) + " (code " +
+  what_ = this->call + " failed: " + api().ncclGetErrorString(code) + " (code " +
           std::to_string(static_cast<int>(code)) + ")";
   if (!this->lastError.empty()) what_ += ": " + this->lastError;
 }
 
 ncclResult_t check(ncclResult_t r, const char* call, bool allowInProgress) {
   if (r == ncclSuccess || (allowInProgress && r == ncclInProgress)) return r;
-  const char* last = ncclGetLastError(nullptr);
+  const char* last = api().ncclGetLastError(nullptr);
   throw CallError(r, call, last ? last : "");
 }
 
@@ -60,12 +60,12 @@ void register_errors(nb::module_& m) {
         "Install factory(code, call, error_string, last_error) -> exception.");
   m.def(
       "get_error_string",
-      [](int code) { return ncclGetErrorString(static_cast<ncclResult_t>(code)); },
+      [](int code) { return api().ncclGetErrorString(static_cast<ncclResult_t>(code)); },
       nb::arg("code"), "ncclGetErrorString(code).");
   m.def(
       "get_last_error",
       []() {
-        const char* s = ncclGetLastError(nullptr);
+        const char* s = api().ncclGetLastError(nullptr);
         return std::string(s ? s : "");
       },
       "ncclGetLastError(NULL): the last warning the library logged.");

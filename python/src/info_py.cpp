@@ -13,13 +13,13 @@ namespace {
 
 int getVersion() {
   int v = 0;
-  check(ncclGetVersion(&v), "ncclGetVersion");
+  check(api().ncclGetVersion(&v), "ncclGetVersion");
   return v;
 }
 
 std::pair<bool, std::string> queryMode() {
   char reason[256] = {0};
-  int device = acclQueryMode(reason, sizeof(reason));
+  int device = api().acclQueryMode(reason, sizeof(reason));
   return {device == 1, reason};
 }
 
@@ -27,7 +27,7 @@ std::pair<bool, std::string> queryMode() {
 // packaged copy under LD_PRELOAD or LD_LIBRARY_PATH).
 std::string loadedLibraryPath() {
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
+  if (dladdr(reinterpret_cast<void*>(api().ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
     return "";
   return info.dli_fname;
 }
@@ -75,7 +75,7 @@ nb::dict constants() {
 
 void register_info(nb::module_& m) {
   m.def("get_version", &getVersion, "ncclGetVersion(): the NCCL API level code, e.g. 23007.");
-  m.def("version_string", []() { return std::string(acclGetVersionString()); },
+  m.def("version_string", []() { return std::string(api().acclGetVersionString()); },
         "acclGetVersionString(): ACCL's own version.");
   m.def("query_mode", &queryMode,
         "acclQueryMode(): (True for device mode, one-line reason such as 'host: ...').");

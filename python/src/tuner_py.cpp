@@ -12,7 +12,7 @@ void register_tuner(nb::module_& m) {
       "tuner_predict",
       [](const std::string& coll, const std::string& algo, size_t bytes, int nranks, int nhosts) {
         double us = 0;
-        check(acclTunerPredict(coll.c_str(), algo.c_str(), bytes, nranks, nhosts, &us), "acclTunerPredict");
+        check(api().acclTunerPredict(coll.c_str(), algo.c_str(), bytes, nranks, nhosts, &us), "acclTunerPredict");
         return us;
       },
       nb::arg("collective"), nb::arg("algorithm"), nb::arg("nbytes"), nb::arg("nranks"), nb::arg("nhosts"));
@@ -20,7 +20,7 @@ void register_tuner(nb::module_& m) {
       "tuner_choose",
       [](const std::string& coll, size_t bytes, int nranks, int nhosts) {
         char algo[16] = {0};
-        check(acclTunerChoose(coll.c_str(), bytes, nranks, nhosts, algo, sizeof(algo)), "acclTunerChoose");
+        check(api().acclTunerChoose(coll.c_str(), bytes, nranks, nhosts, algo, sizeof(algo)), "acclTunerChoose");
         return std::string(algo);
       },
       nb::arg("collective"), nb::arg("nbytes"), nb::arg("nranks"), nb::arg("nhosts"));

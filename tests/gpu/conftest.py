@@ -2,8 +2,6 @@
 (ACCL_DEVICE_KERNELS=ON) and a GPU is visible, and skip cleanly elsewhere."""
 import pytest
 
-# Imported here, before any test module imports torch: torch maps NVIDIA's
-# libnccl.so.2, after which accl refuses to load its own (accl._loader).
 import accl
 
 
