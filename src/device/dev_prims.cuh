@@ -179,10 +179,6 @@ __device__ void combine(const Red<T, K>& r, const T* peer, const T* local, T* d1
 }
 
 // ---- waiting -----------------------------------------------------------------
-struct Fail {
-  int flag;  // in shared memory: set by thread 0 when this block must stop
-};
-
 // Stops this kernel on this rank: status for the host, abort on every channel
 // of this rank's connectors so the peers stop waiting.
 __device__ void failKernel(const DevCtx& ctx, DevChan* a, DevChan* b, int nch, int reason, int peer, int isSend,
