@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 
@@ -23,32 +22,14 @@ NRANKS = 2
 HERE = os.path.abspath(__file__)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _spawn(suite: str, timeout: float = 240.0) -> None:
     import accl
+    import rank_workers  # tests/, on the path under pytest (not in the worker processes)
 
     if not torch.cuda.is_available():
         pytest.skip("this torch has no CUDA")
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), NCCL_SOCKET_IFNAME="lo",
-               WORLD_SIZE=str(NRANKS), LD_PRELOAD=accl.library_path(), ACCL_TIMEOUT="60",
-               PYTHONWARNINGS="ignore")
-    procs = [subprocess.Popen([sys.executable, HERE, "--worker", suite, str(r)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(NRANKS)]
-    try:
-        outs = [p.communicate(timeout=timeout)[0] for p in procs]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        outs = [p.communicate()[0] for p in procs]
-        pytest.fail(f"{suite}: timed out after {timeout}s\n" + "\n".join(
-            f"--- rank {r} ---\n{o[-4000:]}" for r, o in enumerate(outs)))
-    for r, (p, o) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0 and f"{suite} OK" in o, f"rank {r} (rc {p.returncode}):\n{o[-6000:]}"
+    rank_workers.spawn(HERE, suite, NRANKS, timeout, LD_PRELOAD=accl.library_path(), ACCL_TIMEOUT="60",
+                       PYTHONWARNINGS="ignore")
 
 
 @pytest.mark.timeout(300)
@@ -79,25 +60,18 @@ def test_unchanged_script_under_accl_run_torchrun(nproc):
 
 
 @pytest.mark.timeout(300)
-def test_torch_watchdog_sees_a_dead_rank():
+def test_torch_watchdog_sees_a_dead_rank(monkeypatch):
     # Rank 1 dies between collectives; rank 0's next all_reduce waits for it in
     # a kernel. torch's watchdog (timeout 15 s) aborts the communicator, which
     # must stop the kernel, so rank 0 fails instead of hanging.
     import accl
+    import rank_workers
 
     if not torch.cuda.is_available():
         pytest.skip("this torch has no CUDA")
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), NCCL_SOCKET_IFNAME="lo",
-               WORLD_SIZE="2", LD_PRELOAD=accl.library_path(), PYTHONWARNINGS="ignore")
-    env.pop("ACCL_TIMEOUT", None)  # only torch's watchdog may end the wait
-    procs = [subprocess.Popen([sys.executable, HERE, "--worker", "dead_peer", str(r)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
-    try:
-        outs = [p.communicate(timeout=240)[0] for p in procs]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        pytest.fail("rank 0 hung after rank 1 died:\n" + procs[0].communicate()[0][-6000:])
+    monkeypatch.delenv("ACCL_TIMEOUT", raising=False)  # only torch's watchdog may end the wait
+    procs = rank_workers.start(HERE, "dead_peer", 2, LD_PRELOAD=accl.library_path(), PYTHONWARNINGS="ignore")
+    outs = rank_workers.collect(procs, "rank 0 after rank 1 died", 240)
     assert procs[1].returncode == 17, outs[1][-3000:]
     assert procs[0].returncode != 0, outs[0][-6000:]
     assert "dead_peer OK" not in outs[0]

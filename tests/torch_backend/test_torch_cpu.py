@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
-import subprocess
 import sys
 import traceback
 
@@ -27,37 +25,10 @@ NRANKS = 2
 HERE = os.path.abspath(__file__)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _spawn(suite: str, timeout: float = 50.0) -> None:
-    port = _free_port()
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-               NCCL_SOCKET_IFNAME="lo", WORLD_SIZE=str(NRANKS), OMP_NUM_THREADS="1",
-               PYTHONWARNINGS="ignore::FutureWarning")
-    procs = [subprocess.Popen([sys.executable, HERE, "--worker", suite, str(r)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(NRANKS)]
-    outs = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=timeout)
-            outs.append(out)
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        outs = [p.communicate()[0] for p in procs]
-        pytest.fail(f"{suite}: timed out after {timeout}s\n" + "\n".join(
-            f"--- rank {r} ---\n{o}" for r, o in enumerate(outs)))
-    bad = [r for r, p in enumerate(procs) if p.returncode != 0]
-    if bad:
-        pytest.fail(f"{suite}: ranks {bad} failed\n" + "\n".join(
-            f"--- rank {r} (rc {procs[r].returncode}) ---\n{o}" for r, o in enumerate(outs)))
-    for r, o in enumerate(outs):
-        assert f"{suite} OK" in o, f"rank {r}: {o}"
+    import rank_workers  # tests/, on the path under pytest (not in the worker processes)
+
+    rank_workers.spawn(HERE, suite, NRANKS, timeout, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore::FutureWarning")
 
 
 @pytest.mark.timeout(60)
