@@ -34,6 +34,11 @@ ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
          "ncclCommGetAsyncError until it is not ncclInProgress)", fn, comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
+  if (comm->revoked.load()) {
+    WARN("%s (%s, rank %d): the communicator was revoked (ncclCommRevoke); shrink, destroy or abort it", fn,
+         comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
   int async = comm->deviceMode ? accl::devCheck(comm) : comm->asyncError.load();
   if (async != ncclSuccess) {
     WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),

@@ -1,9 +1,11 @@
 // Communicators made from others or from several ids: ncclCommSplit,
 // ncclCommInitRankScalable, ncclCommGetUniqueId; and buffer registration.
 #include "api/api.h"
+
 #include "api/init_common.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "core/group.h"
@@ -53,6 +55,75 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
   ACCL_API_GUARD_END("ncclCommSplit")
 }
 NCCL_API_ALIAS(ncclCommSplit)
+
+extern "C" ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                       ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(acclCheckComm(comm, "ncclCommShrink"));
+  if (!newcomm) {
+    WARN("ncclCommShrink: newcomm is NULL");
+    return ncclInvalidArgument;
+  }
+  *newcomm = nullptr;
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    WARN("ncclCommShrink: shrinkFlags 0x%x is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT", shrinkFlags);
+    return ncclInvalidArgument;
+  }
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
+    WARN("ncclCommShrink: excludeRanksList is NULL with excludeRanksCount = %d", excludeRanksCount);
+    return ncclInvalidArgument;
+  }
+  std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+  for (int r : excluded) {
+    if (r < 0 || r >= comm->nranks) {
+      WARN("ncclCommShrink (%s, rank %d): excluded rank %d is outside [0, nranks = %d)", comm->name.c_str(),
+           comm->rank, r, comm->nranks);
+      return ncclInvalidArgument;
+    }
+    if (r == comm->rank) {
+      WARN("ncclCommShrink (%s, rank %d): this rank is in the exclude list; excluded ranks must not call it",
+           comm->name.c_str(), comm->rank);
+      return ncclInvalidArgument;
+    }
+  }
+  if (!comm->initDone.load()) {
+    WARN("ncclCommShrink (%s, rank %d): the parent communicator is still initialising", comm->name.c_str(),
+         comm->rank);
+    return ncclInvalidUsage;
+  }
+  // NCCL_SHRINK_ABORT: the parent's operations in flight stop first (after a failure).
+  if (shrinkFlags == NCCL_SHRINK_ABORT) accl::commStopOperations(comm);
+  accl::CommConfig cfg = comm->config;  // NULL config: the parent's
+  if (config) NCCLCHECK(accl::readConfig(config, &cfg));
+  auto* child = new ncclComm();
+  child->config = cfg;
+  child->cudaDev = comm->cudaDev;
+  return acclStartInit(
+      child,
+      [comm, excluded, child] {
+        accl::CommUse use(comm);
+        return accl::commShrink(comm, excluded, child);
+      },
+      newcomm);
+  ACCL_API_GUARD_END("ncclCommShrink")
+}
+NCCL_API_ALIAS(ncclCommShrink)
+
+extern "C" ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  ACCL_API_GUARD_BEGIN
+  NCCLCHECK(acclCheckComm(comm, "ncclCommRevoke"));
+  if (revokeFlags != 0) {
+    WARN("ncclCommRevoke: revokeFlags %d is not 0", revokeFlags);
+    return ncclInvalidArgument;
+  }
+  // From any thread: no new operations; those in flight (here and on the
+  // peers) end with an error. Shrink, destroy and abort still work.
+  comm->revoked.store(true);
+  accl::commStopOperations(comm);
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclCommRevoke")
+}
+NCCL_API_ALIAS(ncclCommRevoke)
 
 extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                  ncclUniqueId* commIds, ncclConfig_t* config) {

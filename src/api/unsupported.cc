@@ -10,23 +10,11 @@
 #define ACCL_UNSUPPORTED(name) WARN("%s is not supported by ACCL %s yet (see docs/api-status.md)", #name, acclGetVersionString())
 
 // --- communicator management (the collectives and PyTorch issues) ---
-extern "C" ncclResult_t pncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
-  ACCL_UNSUPPORTED(ncclCommShrink);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommShrink)
-
 extern "C" ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*) {
   ACCL_UNSUPPORTED(ncclCommGrow);
   return ncclInvalidUsage;
 }
 NCCL_API_ALIAS(ncclCommGrow)
-
-extern "C" ncclResult_t pncclCommRevoke(ncclComm_t, int) {
-  ACCL_UNSUPPORTED(ncclCommRevoke);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommRevoke)
 
 extern "C" ncclResult_t pncclCommSuspend(ncclComm_t, int) {
   ACCL_UNSUPPORTED(ncclCommSuspend);

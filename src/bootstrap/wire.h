@@ -23,7 +23,7 @@ struct UniqueIdLayout {
 };
 static_assert(sizeof(UniqueIdLayout) <= 128, "must fit in ncclUniqueId");
 
-enum class Purpose : uint32_t { Root = 1, Ring = 2, Data = 3 };
+enum class Purpose : uint32_t { Root = 1, Ring = 2, Data = 3, Shrink = 4 };
 
 struct Hello {
   uint32_t magic;

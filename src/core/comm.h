@@ -96,6 +96,8 @@ struct ncclComm {
   std::atomic<int> failedRank{-1};   // the rank whose failure broke this comm, when known
   std::atomic<int> inFlight{0};      // calls currently using the comm (abort waits for them)
   std::atomic<bool> initDone{false};
+  std::atomic<bool> revoked{false};  // ncclCommRevoke: no new operations; shrink, destroy and abort still work
+  int shrinkCount = 0;                // ncclCommShrink calls so far (every remaining rank counts alike)
   std::thread initThread;            // non-blocking init runs here
 
   std::unique_ptr<accl::Bootstrap> bootstrap;

@@ -4,7 +4,11 @@
 #include <cstring>
 #include <vector>
 
+#include <unistd.h>
+
+#include "bootstrap/socket.h"
 #include "core/check.h"
+#include "core/wait.h"
 
 namespace accl {
 namespace {
@@ -45,6 +49,44 @@ ncclResult_t commSplit(ncclComm* parent, int color, int key, ncclComm* child) {
   INFO(kInit, "%s rank %d: split color %d key %d -> rank %d of %zu", parent->name.c_str(), parent->rank, color,
        key, newRank, group.size());
   return commInit(child, id, static_cast<int>(group.size()), newRank);
+}
+
+ncclResult_t commShrink(ncclComm* parent, const std::vector<int>& excluded, ncclComm* child) {
+  std::vector<int> keep;
+  for (int r = 0; r < parent->nranks; ++r)
+    if (std::find(excluded.begin(), excluded.end(), r) == excluded.end()) keep.push_back(r);
+  const int newRank = static_cast<int>(std::find(keep.begin(), keep.end(), parent->rank) - keep.begin());
+  const int tag = parent->shrinkCount++;
+  // The first remaining rank makes the id and hands it to each of the others
+  // over a fresh authenticated connection of the parent's bootstrap.
+  UniqueIdLayout id;
+  Deadline dl(&parent->abortFlag);
+  if (newRank == 0) {
+    NCCLCHECK(makeUniqueId(&id));
+    for (size_t i = 1; i < keep.size(); ++i) {
+      int fd = -1;
+      NCCLCHECK(parent->bootstrap->connectPeer(keep[i], Purpose::Shrink, tag, &fd));
+      ncclResult_t r = socketSend(fd, &id, sizeof(id), dl);
+      close(fd);
+      NCCLCHECK(r);
+    }
+  } else {
+    int fd = -1;
+    NCCLCHECK(parent->bootstrap->acceptPeer(keep[0], Purpose::Shrink, tag, &fd));
+    ncclResult_t r = socketRecv(fd, &id, sizeof(id), dl);
+    close(fd);
+    NCCLCHECK(r);
+  }
+  child->rank = newRank;
+  child->nranks = static_cast<int>(keep.size());
+  INFO(kInit, "%s rank %d: shrink without %zu rank(s) -> rank %d of %zu", parent->name.c_str(), parent->rank,
+       excluded.size(), newRank, keep.size());
+  return commInit(child, id, child->nranks, newRank);
+}
+
+void commStopOperations(ncclComm* comm) {
+  int cause = comm->failedRank.load() >= 0 ? comm->failedRank.load() : comm->rank;
+  forEachConnection(comm, [cause](Connection* c) { c->abort(cause); });
 }
 
 }  // namespace accl

@@ -50,6 +50,14 @@ def test_several_ranks_in_one_process(c_program):
     assert re.search(r"\d+ passed, 0 failed", p.stdout)
 
 
+def test_shrink_and_revoke(c_program):
+    # 4 ranks as threads: shrink without a rank that does not call, revoke stops
+    # a waiting allreduce and refuses new ones, shrink with NCCL_SHRINK_ABORT rebuilds.
+    p = run(c_program("shrink_revoke"))
+    assert p.returncode == 0 and p.stdout.strip().endswith("OK"), p.stdout + p.stderr
+    assert "the communicator was revoked" in p.stderr
+
+
 def test_debug_file_and_info_format(c_program, tmp_path, comm_id):
     exe = c_program("rank_worker")
     pattern = str(tmp_path / "log.%h.%p")
