@@ -5,11 +5,34 @@
 #include "api/init_common.h"
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "core/check.h"
 #include "core/group.h"
 #include "core/split.h"
+
+namespace {
+
+// A communicator made from `parent` (split, shrink): the parent's config unless
+// one is given (as NCCL), the parent's device, and `make` run as its init.
+ncclResult_t startChild(ncclComm* parent, ncclConfig_t* config,
+                        std::function<ncclResult_t(ncclComm* child)> make, ncclComm_t* newcomm) {
+  accl::CommConfig cfg = parent->config;
+  if (config) NCCLCHECK(accl::readConfig(config, &cfg));
+  auto* child = new ncclComm();
+  child->config = cfg;
+  child->cudaDev = parent->cudaDev;  // -1: host mode
+  return acclStartInit(
+      child,
+      [parent, make, child] {
+        accl::CommUse use(parent);
+        return make(child);
+      },
+      newcomm);
+}
+
+}  // namespace
 
 extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                       ncclConfig_t* config) {
@@ -29,8 +52,10 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
          comm->rank);
     return ncclInvalidUsage;
   }
-  accl::CommConfig cfg = comm->config;  // NULL config: the parent's (as NCCL)
-  if (config) NCCLCHECK(accl::readConfig(config, &cfg));
+  if (config) {  // checked here too for a rank that gets no communicator
+    accl::CommConfig cfg;
+    NCCLCHECK(accl::readConfig(config, &cfg));
+  }
   if (color == NCCL_SPLIT_NOCOLOR) {  // takes part in the exchange, gets no communicator
     auto job = [comm, key] {
       accl::CommUse use(comm);
@@ -42,15 +67,8 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
     }
     return job();
   }
-  auto* child = new ncclComm();
-  child->config = cfg;
-  child->cudaDev = comm->cudaDev;  // the parent's device (-1: host mode)
-  return acclStartInit(
-      child,
-      [comm, color, key, child] {
-        accl::CommUse use(comm);
-        return accl::commSplit(comm, color, key, child);
-      },
+  return startChild(
+      comm, config, [comm, color, key](ncclComm* child) { return accl::commSplit(comm, color, key, child); },
       newcomm);
   ACCL_API_GUARD_END("ncclCommSplit")
 }
@@ -93,17 +111,8 @@ extern "C" ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, 
   }
   // NCCL_SHRINK_ABORT: the parent's operations in flight stop first (after a failure).
   if (shrinkFlags == NCCL_SHRINK_ABORT) accl::commStopOperations(comm);
-  accl::CommConfig cfg = comm->config;  // NULL config: the parent's
-  if (config) NCCLCHECK(accl::readConfig(config, &cfg));
-  auto* child = new ncclComm();
-  child->config = cfg;
-  child->cudaDev = comm->cudaDev;
-  return acclStartInit(
-      child,
-      [comm, excluded, child] {
-        accl::CommUse use(comm);
-        return accl::commShrink(comm, excluded, child);
-      },
+  return startChild(
+      comm, config, [comm, excluded](ncclComm* child) { return accl::commShrink(comm, excluded, child); },
       newcomm);
   ACCL_API_GUARD_END("ncclCommShrink")
 }

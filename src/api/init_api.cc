@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "core/split.h"
 
 using accl::commValid;
 
@@ -219,8 +220,7 @@ extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
   // From any thread: raise the flag every wait checks, tell the peers, then free
   // once the calls that were inside the comm have left.
   comm->abortFlag.store(1);
-  int cause = comm->failedRank.load() >= 0 ? comm->failedRank.load() : comm->rank;
-  accl::forEachConnection(comm, [cause](accl::Connection* c) { c->abort(cause); });
+  accl::commStopOperations(comm);
   if (comm->bootstrap) comm->bootstrap->shutdownAll();
   accl::commFree(comm);
   return ncclSuccess;
