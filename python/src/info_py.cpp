@@ -1,6 +1,4 @@
 // Versions, mode, constants and where the library was loaded from.
-#include <dlfcn.h>
-
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
@@ -23,14 +21,9 @@ std::pair<bool, std::string> queryMode() {
   return {device == 1, reason};
 }
 
-// The file the dynamic loader bound ncclGetVersion to (it may differ from the
-// packaged copy under LD_PRELOAD or LD_LIBRARY_PATH).
-std::string loadedLibraryPath() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(api().ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
-    return "";
-  return info.dli_fname;
-}
+// The libnccl.so.2 this module calls (accl/lib/'s, opened by path at import;
+// under LD_PRELOAD of the same file, that one copy).
+std::string loadedLibraryPath() { return api().path; }
 
 // The enum values as nccl.h defines them, so tests can hold the Python enums
 // to the header.
