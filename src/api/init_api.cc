@@ -206,7 +206,10 @@ extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;  // as NCCL
   NCCLCHECK(acclCheckComm(comm, "ncclCommDestroy"));
   if (comm->initThread.joinable()) comm->initThread.join();
-  if (comm->asyncError.load() == ncclSuccess) (void)accl::commDrain(comm);
+  if (comm->asyncError.load() == ncclSuccess) {  // as NCCL: destroy finalizes first
+    accl::CommUse use(comm);
+    if (accl::devWait(comm) == ncclSuccess) (void)accl::commDrain(comm);
+  }
   accl::commFree(comm);
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommDestroy")

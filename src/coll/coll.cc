@@ -31,6 +31,7 @@ void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Re
 ncclResult_t runCollective(const CollArgs& a) {
   if (isP2p(a.kind)) return runP2p(a.comm, {a});
   if (a.onDevice) return devRunCollective(a);
+  NCCLCHECK(devBeforeHostOp(a.comm));
   Reducer red = a.red;
   if (a.deviceScalar) red.scalar = readScalar(a.type, a.deviceScalar);
   Algo algo = chooseAlgo(a);

@@ -23,25 +23,13 @@
 #include <cstring>
 #include <map>
 
+#include "coll/dev_state.h"
 #include "device/dev_launch.h"
 
 namespace accl {
 
-struct DevState {
-  int nChannels = 1;    // per connector, agreed by all ranks
-  int p2pChannels = 1;  // most channels of one send or receive
-  int smCount = 1;
-  DevStatus* status = nullptr;  // host-mapped
-  DevStatus* statusDev = nullptr;
-  cudaEvent_t lastEvent = nullptr;
-  cudaStream_t lastStream = nullptr;
-  bool haveLast = false;
-  bool reported = false;
-  Connection* ringSend = nullptr;
-  Connection* ringRecv = nullptr;
-};
-
 void DevStateDeleter::operator()(DevState* d) const {
+  d->stager.reset();  // its thread and pinned memory first
   if (d->lastEvent) (void)cudaEventDestroy(d->lastEvent);
   if (d->status) (void)cudaFreeHost(d->status);
   (void)cudaGetLastError();
@@ -53,19 +41,32 @@ namespace {
 constexpr size_t kBytesPerChannel = 256 << 10;  // a collective uses one channel per this many bytes
 constexpr size_t kP2pBytesPerChannel = 512 << 10;
 
+uint64_t fnv(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
+DevOp devOpOf(OpKind k) {
+  switch (k) {
+    case OpKind::Sum: return DevOp::Sum;
+    case OpKind::Prod: return DevOp::Prod;
+    case OpKind::Max: return DevOp::Max;
+    case OpKind::Min: return DevOp::Min;
+    case OpKind::PreMulSum: return DevOp::PreMulSum;
+    case OpKind::SumPostDiv: return DevOp::SumPostDiv;
+  }
+  return DevOp::Sum;
+}
+
+}  // namespace
+
 ncclResult_t cudaCheck(cudaError_t e, const char* what, const ncclComm* comm) {
   if (e == cudaSuccess) return ncclSuccess;
   (void)cudaGetLastError();
   WARN("%s (rank %d, device %d): %s failed: %s", comm->name.c_str(), comm->rank, comm->cudaDev, what,
        cudaGetErrorString(e));
   return ncclUnhandledCudaError;
-}
-#define CUDACHECK(call, what, comm) NCCLCHECK(cudaCheck((call), (what), (comm)))
-
-uint64_t fnv(const void* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
-  return h;
 }
 
 DevCtx ctxOf(ncclComm* comm) {
@@ -86,48 +87,6 @@ bool capturing(cudaStream_t s) {
   }
   return st != cudaStreamCaptureStatusNone;
 }
-
-// Launches `launch` on `s` after the communicator's previous kernel.
-template <typename Launch>
-ncclResult_t ordered(ncclComm* comm, cudaStream_t s, const char* opName, Launch launch) {
-  DevState& d = *comm->dev;
-  const bool cap = capturing(s);
-  if (!cap && d.haveLast && d.lastStream != s) CUDACHECK(cudaStreamWaitEvent(s, d.lastEvent, 0), "cudaStreamWaitEvent", comm);
-  cudaError_t e = launch();
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("%s (%s, rank %d): kernel launch failed: %s", opName, comm->name.c_str(), comm->rank, cudaGetErrorString(e));
-    return ncclUnhandledCudaError;
-  }
-  if (!cap) {
-    CUDACHECK(cudaEventRecord(d.lastEvent, s), "cudaEventRecord", comm);
-    d.lastStream = s;
-    d.haveLast = true;
-  }
-  return ncclSuccess;
-}
-
-DevOp devOpOf(OpKind k) {
-  switch (k) {
-    case OpKind::Sum: return DevOp::Sum;
-    case OpKind::Prod: return DevOp::Prod;
-    case OpKind::Max: return DevOp::Max;
-    case OpKind::Min: return DevOp::Min;
-    case OpKind::PreMulSum: return DevOp::PreMulSum;
-    case OpKind::SumPostDiv: return DevOp::SumPostDiv;
-  }
-  return DevOp::Sum;
-}
-
-ncclResult_t sameHostOnly(ncclComm* comm, const char* opName) {
-  if (comm->nhosts == 1) return ncclSuccess;
-  WARN("%s (%s, rank %d): device buffers between hosts (NCCL_HOSTID or several machines) are not supported yet: "
-       "the network transport has no staging through pinned host memory (docs/api-status.md)",
-       opName, comm->name.c_str(), comm->rank);
-  return ncclInvalidUsage;
-}
-
-}  // namespace
 
 int devChoose(int requested) {
   if (!queryMode().device) return -1;
@@ -210,6 +169,11 @@ ncclResult_t devCheck(ncclComm* comm) {
         WARN("%s (rank %d of %d, device %d): a kernel timed out (ACCL_TIMEOUT) %s rank %d", comm->name.c_str(),
              comm->rank, comm->nranks, comm->cudaDev, dir, s.peer);
         break;
+      case kDevStageTimeout:
+        err = ncclTimeout;
+        WARN("%s (rank %d of %d, device %d): a staged operation on device buffers timed out (ACCL_TIMEOUT) waiting "
+             "for the network proxy", comm->name.c_str(), comm->rank, comm->nranks, comm->cudaDev);
+        break;
       case kDevSizeMismatch:
         err = ncclInvalidUsage;
         WARN("%s (rank %d, device %d): rank %d sent %u bytes where %u were expected (do all ranks call the same "
@@ -278,7 +242,7 @@ ncclResult_t devRunCollective(const CollArgs& a) {
     if (e != cudaSuccess) return cudaCheck(e, "kernel launch", comm);
     return ncclSuccess;
   }
-  NCCLCHECK(sameHostOnly(comm, a.opName));
+  if (comm->nhosts > 1) return devRunStaged(comm, {a});  // no device connectors between hosts
   switch (a.kind) {
     case CollKind::AllReduce: w.coll = DevColl::AllReduce; break;
     case CollKind::Broadcast: w.coll = DevColl::Broadcast; break;
@@ -318,6 +282,7 @@ bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops) {
   if (!comm->dev) return false;
   for (const CollArgs& a : ops) {
     if (!a.onDevice) return false;
+    if (comm->nhosts > 1) continue;  // staged: queued on the stream, run by the proxy
     if (!isP2p(a.kind) || a.root == comm->rank) continue;  // collectives use the ring made at setup
     const auto& conns = a.kind == CollKind::Send ? comm->sendConns : comm->recvConns;
     if (!conns.count({a.root, kTagDevP2p})) return false;
@@ -350,6 +315,7 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     }
   }
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  if (comm->nhosts > 1) return devRunStaged(comm, ops);  // no device connectors between hosts
   std::vector<const CollArgs*> selfSends, selfRecvs;
   std::vector<int> sendPeers, recvPeers;
   for (const CollArgs& a : ops) {
@@ -366,7 +332,6 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
          comm->name.c_str(), comm->rank, selfSends.size(), selfRecvs.size());
     return ncclInvalidUsage;
   }
-  if (!sendPeers.empty() || !recvPeers.empty()) NCCLCHECK(sameHostOnly(comm, opName));
   std::vector<Connection*> sends, recvs;
   NCCLCHECK(getConnections(comm, sendPeers, recvPeers, kTagDevP2p, &sends, &recvs));
 

@@ -59,6 +59,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
          "use one kind per group", ops[0].opName, comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
+  NCCLCHECK(devBeforeHostOp(comm));
   std::vector<const CollArgs*> selfSends, selfRecvs;
   std::map<int, Queue> sendQ, recvQ;
   for (const CollArgs& a : ops) {

@@ -50,6 +50,17 @@ ncclResult_t devStagingCopy(ncclComm* comm, const void* src, size_t bytes, void*
 // is not device memory (host-mode allocations).
 ncclResult_t devMemAlloc(void** ptr, size_t size);
 bool devMemFree(void* ptr);
+// Device buffers in a communicator that spans hosts (coll/dev_staged.cc): one
+// collective, or one communicator's sends and receives of a group, staged
+// through pinned host memory and run by the host executor on a proxy thread,
+// in the order of the caller's stream. Returns once queued.
+ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops);
+// Stops the proxy (commFree, before the connections it uses go).
+void devStopStaging(ncclComm* comm);
+// A call on host buffers in a communicator that stages device buffers first
+// waits for the staged work queued before it: both use the host executor's
+// connections, in call order.
+ncclResult_t devBeforeHostOp(ncclComm* comm);
 // A kernel that stopped early becomes a WARN and the communicator's error.
 ncclResult_t devCheck(ncclComm* comm);
 // Waits for the communicator's last launched work (finalize).

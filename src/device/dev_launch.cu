@@ -48,7 +48,30 @@ __global__ void __launch_bounds__(kThreads, 2) p2pKernel(DevP2pWork w) {
   }
 }
 
+// Waits for the proxy of a staged operation. Gentle on the memory system (it
+// polls host memory over PCIe): a short sleep between reads.
+__global__ void stageWaitKernel(const volatile uint32_t* done, DevCtx ctx) {
+  const uint64_t deadline = ctx.timeoutNs ? globalTimer() + ctx.timeoutNs : 0;
+  for (int iter = 0; *done == 0; ++iter) {
+    __nanosleep(200);
+    if (deadline && iter % 1024 == 0 && globalTimer() > deadline) {
+      DevStatus* s = ctx.status;
+      if (atomicCAS_system(reinterpret_cast<int*>(const_cast<int32_t*>(&s->reason)), 0, kDevStageTimeout) == 0) {
+        s->peer = -1;
+        s->failedRank = -1;
+      }
+      __threadfence_system();
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t devLaunchStageWait(const uint32_t* done, const DevCtx& ctx, cudaStream_t stream) {
+  stageWaitKernel<<<1, 1, 0, stream>>>(done, ctx);
+  return cudaGetLastError();
+}
 
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream) {
   // Broadcast and allgather only move bytes (a one-rank copy is cudaMemcpyAsync).

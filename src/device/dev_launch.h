@@ -15,6 +15,9 @@ constexpr int kDevThreads = 512;  // threads per block (one block per channel)
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream);
 // A group's point-to-point operations: w.nEntries * w.chansPerEntry blocks.
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
+// A staged operation's wait (coll/dev_staged.cc): one thread spins until the
+// host-mapped `done` flag is set by the proxy, or the deadline passes.
+cudaError_t devLaunchStageWait(const uint32_t* done, const DevCtx& ctx, cudaStream_t stream);
 size_t devTypeSize(int type);
 
 }  // namespace accl

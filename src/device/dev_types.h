@@ -39,7 +39,8 @@ struct DevChan {
 };
 
 // Why a kernel stopped early; the host turns it into a WARN and an error.
-enum DevReason : int32_t { kDevOk = 0, kDevTimeout = 1, kDevPeerFailed = 2, kDevSizeMismatch = 3 };
+enum DevReason : int32_t { kDevOk = 0, kDevTimeout = 1, kDevPeerFailed = 2, kDevSizeMismatch = 3,
+                           kDevStageTimeout = 4 };  // waited too long for the proxy of a staged operation
 
 // Host-mapped; written once by the first block that fails.
 struct DevStatus {

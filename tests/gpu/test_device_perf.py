@@ -73,5 +73,50 @@ def test_one_rank(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "64M", "-f", "8", "-n", "2", "-w", "1", "-c", "1", "-o", "all")
 
 
+def run_hosts(drivers, name, nprocs, host_of, *args, timeout=300):
+    """`nprocs` MPI processes on the one GPU, process p with NCCL_HOSTID
+    host<host_of(p)>: device buffers between those "hosts" are staged through
+    pinned host memory and cross on sockets."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("no mpirun")
+    hostids = " ".join(f"host{host_of(p)}" for p in range(nprocs))
+    # Rank p takes word p of ACCL_HOSTIDS as its NCCL_HOSTID, then runs the
+    # driver with the arguments that follow the script (sh -c SCRIPT NAME ARGS...).
+    script = ('i=0; for h in $ACCL_HOSTIDS; do [ "$i" = "$OMPI_COMM_WORLD_RANK" ] && export NCCL_HOSTID=$h; '
+              f'i=$((i + 1)); done; exec "{drivers / (name + "_perf")}" "$@"')
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs), "-x", "NCCL_SOCKET_IFNAME=lo",
+           "-x", "ACCL_TIMEOUT=60", "-x", f"LD_LIBRARY_PATH={accl.lib_dir()}", "-x", f"ACCL_HOSTIDS={hostids}",
+           "sh", "-c", script, "sh", *map(str, args), "-T", "120"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
+    t = Table(p.stdout)
+    t.assert_clean()
+    threads = int(args[args.index("-t") + 1]) if "-t" in args else 1
+    assert len(t.devices) == nprocs * threads, t.devices  # one world, not nprocs single-rank runs
+    return t
+
+
+@pytest.mark.parametrize("name", COLLS)
+def test_between_hosts(drivers, name):
+    # 2 processes, each its own host: every collective stages through the proxies.
+    t = run_hosts(drivers, name, 2, lambda p: p, "-b", "8", "-e", "8M", "-f", "8", "-n", "2", "-w", "1", "-c", "1")
+    assert len(t.rows) == 7
+
+
+def test_between_hosts_two_ranks_each(drivers):
+    # 4 processes on 2 hosts: shm within a host, sockets between; every type and op.
+    run_hosts(drivers, "all_reduce", 4, lambda p: p // 2, "-b", "4", "-e", "1M", "-f", "64", "-n", "1", "-w", "0",
+              "-c", "1", "-d", "all", "-o", "all")
+
+
+def test_between_hosts_threads_and_graphs(drivers):
+    # 2 processes x 2 thread ranks (2 hosts of 2 ranks), captured in CUDA graphs and replayed.
+    run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c",
+              "1", "-t", "2", "-G", "3")
+    run_hosts(drivers, "alltoall", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c",
+              "1", "-G", "3")
+
+
 def test_eight_threads(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "16M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-t", "8")

@@ -22,24 +22,28 @@ NRANKS = 2
 HERE = os.path.abspath(__file__)
 
 
-def _spawn(suite: str, timeout: float = 240.0) -> None:
+def _spawn(suite: str, timeout: float = 240.0, hosts: bool = False) -> None:
     import accl
     import rank_workers  # tests/, on the path under pytest (not in the worker processes)
 
     if not torch.cuda.is_available():
         pytest.skip("this torch has no CUDA")
+    # hosts: every rank its own NCCL_HOSTID, so device buffers go between
+    # "hosts" (staged through pinned host memory, sockets between the proxies).
     rank_workers.spawn(HERE, suite, NRANKS, timeout, LD_PRELOAD=accl.library_path(), ACCL_TIMEOUT="60",
-                       PYTHONWARNINGS="ignore")
+                       PYTHONWARNINGS="ignore", ACCL_TEST_HOST_PER_RANK="1" if hosts else "0")
 
 
 @pytest.mark.timeout(300)
-def test_collectives():
-    _spawn("collectives")
+@pytest.mark.parametrize("hosts", [False, True], ids=["one_host", "host_per_rank"])
+def test_collectives(hosts):
+    _spawn("collectives", hosts=hosts)
 
 
 @pytest.mark.timeout(300)
-def test_ddp_matches_single_process():
-    _spawn("ddp")
+@pytest.mark.parametrize("hosts", [False, True], ids=["one_host", "host_per_rank"])
+def test_ddp_matches_single_process(hosts):
+    _spawn("ddp", hosts=hosts)
 
 
 @pytest.mark.timeout(600)
@@ -224,6 +228,8 @@ def _worker(suite: str, rank: int) -> None:
     import torch.distributed as dist
 
     n = int(os.environ["WORLD_SIZE"])
+    if os.environ.get("ACCL_TEST_HOST_PER_RANK") == "1":
+        os.environ["NCCL_HOSTID"] = f"accl-test-host-{rank}"  # read by the library at the first init
     torch.cuda.set_device(0)
     timeout = datetime.timedelta(seconds=15 if suite == "dead_peer" else 120)
     dist.init_process_group("nccl", rank=rank, world_size=n, device_id=torch.device("cuda", 0), timeout=timeout)

@@ -1,0 +1,71 @@
+// A device-mode communicator's CUDA state and the helpers its launches share
+// (coll/dev_coll.cc: kernels over device connectors; coll/dev_staged.cc: device
+// buffers between hosts, staged through pinned host memory). Only built with the
+// CUDA executor (ACCL_HAVE_DEVICE_PATH).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "core/check.h"
+#include "core/comm.h"
+#include "device/dev_comm.h"
+#include "device/dev_types.h"
+
+namespace accl {
+
+class Stager;  // coll/dev_staged.cc
+struct StagerDeleter {
+  void operator()(Stager* s) const;
+};
+
+struct DevState {
+  int nChannels = 1;    // per connector, agreed by all ranks
+  int p2pChannels = 1;  // most channels of one send or receive
+  int smCount = 1;
+  DevStatus* status = nullptr;  // host-mapped
+  DevStatus* statusDev = nullptr;
+  cudaEvent_t lastEvent = nullptr;
+  cudaStream_t lastStream = nullptr;
+  bool haveLast = false;
+  bool reported = false;
+  Connection* ringSend = nullptr;
+  Connection* ringRecv = nullptr;
+  // Between hosts: the proxy that runs staged operations (made on first use).
+  std::unique_ptr<Stager, StagerDeleter> stager;
+};
+
+// ncclSuccess, or a WARN naming the call and ncclUnhandledCudaError.
+ncclResult_t cudaCheck(cudaError_t e, const char* what, const ncclComm* comm);
+#define CUDACHECK(call, what, comm) NCCLCHECK(::accl::cudaCheck((call), (what), (comm)))
+
+// What every launch of this communicator carries: rank, status word, deadline.
+DevCtx ctxOf(ncclComm* comm);
+// The stream is being captured into a CUDA graph.
+bool capturing(cudaStream_t s);
+
+// Enqueues `launch` (any stream work; returns cudaError_t) on `s` after the
+// communicator's previous work, and records it as the latest.
+template <typename Launch>
+ncclResult_t ordered(ncclComm* comm, cudaStream_t s, const char* opName, Launch launch) {
+  DevState& d = *comm->dev;
+  const bool cap = capturing(s);
+  if (!cap && d.haveLast && d.lastStream != s)
+    CUDACHECK(cudaStreamWaitEvent(s, d.lastEvent, 0), "cudaStreamWaitEvent", comm);
+  cudaError_t e = launch();
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("%s (%s, rank %d): enqueueing the operation on its stream failed: %s", opName, comm->name.c_str(),
+         comm->rank, cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  if (!cap) {
+    CUDACHECK(cudaEventRecord(d.lastEvent, s), "cudaEventRecord", comm);
+    d.lastStream = s;
+    d.haveLast = true;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace accl
