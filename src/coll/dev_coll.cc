@@ -40,6 +40,7 @@ namespace {
 
 constexpr size_t kBytesPerChannel = 256 << 10;  // a collective uses one channel per this many bytes
 constexpr size_t kP2pBytesPerChannel = 512 << 10;
+constexpr size_t kDirectBytesPerBlock = 64 << 10;
 
 uint64_t fnv(const void* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -108,6 +109,12 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
   return ncclSuccess;
 }
 
+void devStop(ncclComm* comm) {
+  if (!comm->dev) return;
+  comm->dev->stager.reset();
+  devDirectRelease(comm);
+}
+
 int devChannelCount(const ncclComm* comm) { return comm->dev ? comm->dev->nChannels : 1; }
 
 ncclResult_t devSetup(ncclComm* comm) {
@@ -140,6 +147,7 @@ ncclResult_t devSetup(ncclComm* comm) {
     NCCLCHECK(getConnections(comm, {comm->ring.next}, {comm->ring.prev}, kTagDevRing, &s, &r));
     comm->dev->ringSend = s[0];
     comm->dev->ringRecv = r[0];
+    NCCLCHECK(devDirectSetup(comm));
   }
   INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv", comm->name.c_str(), comm->rank,
        comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels);
@@ -256,9 +264,15 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((total + kBytesPerChannel - 1) / kBytesPerChannel,
                                                                       d.nChannels)));
   w.nChannelsConn = d.nChannels;
-  w.sendCh = ipcChannels(d.ringSend);
+  w.sendCh = ipcChannels(d.ringSend);  // the direct algorithm watches their abort flags
   w.recvCh = ipcChannels(d.ringRecv);
   if (!w.sendCh || !w.recvCh) return ncclInternalError;
+  if (d.direct) {  // every rank here: blocks split each rank's part (total / n bytes)
+    w.direct = d.direct;
+    const size_t perRank = total / n;
+    w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((perRank + kDirectBytesPerBlock - 1) /
+                                                                            kDirectBytesPerBlock, d.directBlocks)));
+  }
   return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, w.nChannels, s); });
 }
 
@@ -405,6 +419,7 @@ void DevStateDeleter::operator()(DevState* d) const { delete d; }
 int devChoose(int) { return -1; }
 ncclResult_t devProbe(ncclComm*, PeerInfo*) { return ncclInternalError; }
 ncclResult_t devSetup(ncclComm*) { return ncclInternalError; }
+void devStop(ncclComm*) {}
 int devChannelCount(const ncclComm*) { return 1; }
 bool devBuffer(const void*) { return false; }
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }

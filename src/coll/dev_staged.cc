@@ -334,10 +334,6 @@ ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops) {
   return d.stager->run(ops);
 }
 
-void devStopStaging(ncclComm* comm) {
-  if (comm->dev) comm->dev->stager.reset();
-}
-
 ncclResult_t devBeforeHostOp(ncclComm* comm) {
   if (!comm->dev || !comm->dev->stager || tlsOnProxy) return ncclSuccess;
   return devWait(comm);
@@ -351,7 +347,6 @@ ncclResult_t devBeforeHostOp(ncclComm* comm) {
 
 namespace accl {
 ncclResult_t devRunStaged(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
-void devStopStaging(ncclComm*) {}
 ncclResult_t devBeforeHostOp(ncclComm*) { return ncclSuccess; }
 }  // namespace accl
 

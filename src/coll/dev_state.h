@@ -32,9 +32,19 @@ struct DevState {
   bool reported = false;
   Connection* ringSend = nullptr;
   Connection* ringRecv = nullptr;
+  // All ranks in this process on this GPU: the table direct collectives share
+  // (coll/dev_direct.cc), and the blocks each rank may run at once.
+  DevDirectSlot* direct = nullptr;
+  int directBlocks = 0;
   // Between hosts: the proxy that runs staged operations (made on first use).
   std::unique_ptr<Stager, StagerDeleter> stager;
 };
+
+// Direct collectives (coll/dev_direct.cc): at setup, the shared table when every
+// rank is in this process on this GPU (and ACCL_DIRECT allows); released with
+// the communicator's device state.
+ncclResult_t devDirectSetup(ncclComm* comm);
+void devDirectRelease(ncclComm* comm);
 
 // ncclSuccess, or a WARN naming the call and ncclUnhandledCudaError.
 ncclResult_t cudaCheck(cudaError_t e, const char* what, const ncclComm* comm);

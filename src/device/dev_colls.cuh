@@ -4,6 +4,7 @@
 // translation unit compiles just the (collective, type, op) triples it launches.
 #pragma once
 
+#include "device/dev_direct.cuh"
 #include "device/dev_prims.cuh"
 
 namespace accl {
@@ -115,6 +116,8 @@ __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
       else
         elementwise<T, K, true, false, true>(r, src + lo, nullptr, dst + lo, nullptr, hi - lo);
     }
+  } else if (w.direct) {
+    directColl<C, T, K>(w, r, &fail);
   } else {
     Block b{&w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, 0, &fail};
     if (threadIdx.x == 0 && w.ctx.timeoutNs) b.deadline = globalTimer() + w.ctx.timeoutNs;

@@ -55,8 +55,9 @@ bool devMemFree(void* ptr);
 // through pinned host memory and run by the host executor on a proxy thread,
 // in the order of the caller's stream. Returns once queued.
 ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops);
-// Stops the proxy (commFree, before the connections it uses go).
-void devStopStaging(ncclComm* comm);
+// Before the communicator's connections go (commFree): stops the staging proxy
+// and lets go of the direct collectives' table.
+void devStop(ncclComm* comm);
 // A call on host buffers in a communicator that stages device buffers first
 // waits for the staged work queued before it: both use the host executor's
 // connections, in call order.

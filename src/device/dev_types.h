@@ -54,6 +54,24 @@ struct DevStatus {
 enum class DevOp : int32_t { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
 enum class DevColl : int32_t { Local, AllReduce, Broadcast, Reduce, AllGather, ReduceScatter };
 
+// Direct collectives: ranks of one process on one GPU read each other's
+// buffers and write each other's outputs, with no connector in between. They
+// share a table in device memory (coll/dev_direct.cc), one slot per rank.
+// `calls` counts this rank's finished direct calls and lives in device memory,
+// so a replayed graph continues the count.
+constexpr int kDevMaxDirect = 16;  // ranks; more use the ring
+struct DevDirectSlot {
+  const void* volatile send;  // this rank's buffers for call `published`
+  void* volatile recv;
+  volatile uint64_t published;  // the call whose buffers are above
+  volatile uint64_t done;       // the last call whose reads and writes are all finished
+  uint64_t calls;               // direct calls finished (read at kernel start)
+  volatile uint64_t scalar;     // PreMulSum: this rank's scalar (the bits of a T), for its own input
+  uint32_t arrived;             // blocks of the current call that finished
+  char pad[12];
+};
+static_assert(sizeof(DevDirectSlot) == 64, "one slot per 64 bytes");
+
 // Common to every launch.
 struct DevCtx {
   DevStatus* status;
@@ -78,6 +96,7 @@ struct DevCollWork {
   double scalarF;
   int64_t scalarI;
   const void* scalarPtr;  // PreMulSum with ncclScalarDevice: read by the kernel
+  DevDirectSlot* direct;  // nranks slots: the direct algorithm (blocks split the work); NULL: the ring
 };
 
 // Point-to-point: a group's sends and receives of one communicator. Operations

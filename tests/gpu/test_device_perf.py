@@ -31,8 +31,8 @@ def drivers():
     return BUILD
 
 
-def run(drivers, name, *args, timeout=180):
-    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir())
+def run(drivers, name, *args, timeout=180, **extra_env):
+    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), **extra_env)
     p = subprocess.run([str(drivers / f"{name}_perf"), *map(str, args), "-T", "120"], capture_output=True, text=True,
                        timeout=timeout, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -57,6 +57,16 @@ def test_every_type_and_op(drivers, name):
     if name in ("reduce", "broadcast"):
         args += ["-r", "all"]
     run(drivers, name, *args, timeout=300)
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"])
+def test_ring_in_one_process(drivers, name):
+    # Ranks of one process on one GPU take the direct algorithm; ACCL_DIRECT=0
+    # keeps them on the ring (what ranks in separate processes use).
+    args = ["-b", "4", "-e", "4M", "-f", "32", "-n", "1", "-w", "0", "-c", "1", "-g", "3", "-d", "all"]
+    if name in ("all_reduce", "reduce", "reduce_scatter"):
+        args += ["-o", "all"]
+    run(drivers, name, *args, timeout=300, ACCL_DIRECT="0")
 
 
 def test_unaligned_counts(drivers):

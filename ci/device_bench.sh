@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the GPU machine, after `pip install --no-build-isolation .`: the bandwidth
+# and latency of several ranks on the one GPU (direct collectives of one
+# process, the ring with ACCL_DIRECT=0 and between processes) and of device
+# buffers between "hosts" (NCCL_HOSTID per process: staged through pinned host
+# memory). Tables go to $OUT (default /tmp/out), a summary to stdout.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export NCCL_SOCKET_IFNAME=lo ACCL_TIMEOUT=60
+NCCL_LIB=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
+ACCL_LIB=$(python3 -c 'import accl; print(accl.lib_dir())')
+cmake -S perf -B /tmp/bp -DNCCL_ROOT="$NCCL_LIB" -DACCL_PERF_CUDA=ON > /dev/null &&
+  cmake --build /tmp/bp -j"$(nproc)" > /dev/null 2>&1 || { echo "perf drivers did not build"; exit 1; }
+bench() {  # name, then the command (the library is ACCL's)
+  local name=$1; shift
+  LD_LIBRARY_PATH="$ACCL_LIB" timeout 120 "$@" > "$OUT/$name.txt" 2>&1
+  echo "### $name (rc $?): $*"
+  grep -vE "^#  *(nThread|Using|Rank|  *size|  *\(B\))|^# *$" "$OUT/$name.txt" | grep -E "^ +[0-9]|Avg|WARN|rror" | head -20
+}
+BW="-b 1M -e 256M -f 4 -n 10 -w 3 -c 0"
+bench ar_g2_direct /tmp/bp/all_reduce_perf $BW -g 2
+ACCL_DIRECT=0 bench ar_g2_ring /tmp/bp/all_reduce_perf $BW -g 2
+bench ar_g4_direct /tmp/bp/all_reduce_perf -b 64M -e 256M -f 4 -n 10 -w 3 -c 0 -g 4
+bench ar_g8_direct /tmp/bp/all_reduce_perf -b 64M -e 256M -f 4 -n 10 -w 3 -c 0 -g 8
+for d in all_gather reduce_scatter broadcast reduce; do
+  bench "${d}_g2_direct" /tmp/bp/${d}_perf -b 64M -e 256M -f 4 -n 10 -w 3 -c 0 -g 2
+done
+bench lat_g2_direct /tmp/bp/all_reduce_perf -b 8 -e 64K -f 8 -n 50 -w 10 -c 0 -g 2
+bench lat_t2_direct /tmp/bp/all_reduce_perf -b 8 -e 64K -f 8 -n 50 -w 10 -c 0 -t 2
+# Between processes on the one GPU (CUDA IPC connectors), and between "hosts".
+bench ar_np2_ring mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME \
+  /tmp/bp/all_reduce_perf -b 8 -e 256M -f 8 -n 10 -w 3 -c 0
+bench ar_np2_hosts mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME sh -c \
+  'NCCL_HOSTID=host$OMPI_COMM_WORLD_RANK exec "$0" "$@"' /tmp/bp/all_reduce_perf -b 8 -e 256M -f 8 -n 10 -w 3 -c 0
+ACCL_MODE=host bench ar_np2_hosts_hostbuf mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME \
+  -x ACCL_MODE sh -c 'NCCL_HOSTID=host$OMPI_COMM_WORLD_RANK exec "$0" "$@"' /tmp/bp/all_reduce_perf -b 8 -e 256M -f 8 \
+  -n 10 -w 3 -c 0
