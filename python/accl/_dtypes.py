@@ -120,6 +120,20 @@ def datatype_of(dtype: np.dtype) -> DataType:
     raise TypeError(f"dtype {dtype} has no NCCL datatype (supported: {supported})")
 
 
+# dtype -> its ncclDataType_t as a plain int, for dtypes datatype_of() accepted.
+# Every collective asks; a dict hit costs far less than datatype_of() and the
+# IntEnum-to-int conversion (no failures are stored: they raise each time).
+_CODES: dict[np.dtype, int] = {}
+
+
+def datatype_code(dtype: np.dtype) -> int:
+    """int(datatype_of(dtype)), remembered per dtype."""
+    code = _CODES.get(dtype)
+    if code is None:
+        code = _CODES[dtype] = int(datatype_of(dtype))
+    return code
+
+
 # dtype -> the integer type its buffer is exported as (None: exported as is).
 # Keyed by the dtype object: dtype.name builds a string on every call, which
 # cost microseconds per collective on the hot path.

@@ -51,8 +51,17 @@ class RedOp(enum.IntEnum):
     AVG = 4
 
 
+# The lower-case names, as callers nearly always spell them: one dict lookup
+# instead of upper() and an Enum lookup on every collective.
+_BY_LOWER_NAME = {m.name.lower(): m for m in RedOp}
+
+
 def red_op(op: str | int) -> RedOp:
     """RedOp from a name ("sum", "prod", "max", "min", "avg"; any case) or a value."""
+    if type(op) is str:
+        found = _BY_LOWER_NAME.get(op)
+        if found is not None:
+            return found
     if isinstance(op, str):
         try:
             return RedOp[op.upper()]

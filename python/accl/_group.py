@@ -17,6 +17,14 @@ from ._enums import Result
 
 _tls = threading.local()
 
+# How many groups are open in all threads together. Every collective asks
+# current() after its call; while this is 0 (nearly always) that is one global
+# read instead of a thread-local lookup. Changed under _open_lock (a `+= 1`
+# can lose an update between threads); read without it, which is safe: a
+# thread's own groups are counted before it can call anything inside them.
+open_count = 0
+_open_lock = threading.Lock()
+
 
 def _stack() -> list[Group]:
     stack = getattr(_tls, "stack", None)
@@ -25,8 +33,24 @@ def _stack() -> list[Group]:
     return stack
 
 
+def _push(group: Group) -> None:
+    global open_count
+    with _open_lock:
+        _stack().append(group)
+        open_count += 1
+
+
+def _pop() -> None:
+    global open_count
+    with _open_lock:
+        _stack().pop()
+        open_count -= 1
+
+
 def current() -> Group | None:
     """The innermost open group of this thread, or None."""
+    if not open_count:
+        return None
     stack = _stack()
     return stack[-1] if stack else None
 
@@ -68,14 +92,14 @@ class Group:
             raise RuntimeError("a Group can be entered only once (make a new one)")
         _accl.group_start()
         self._used = self._open = True
-        _stack().append(self)
+        _push(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         stack = _stack()
         if not stack or stack[-1] is not self:
             raise RuntimeError("groups must end in the reverse order they were started")
-        stack.pop()
+        _pop()
         self._open = False
         outer = stack[-1] if stack else None
         if outer is not None:

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _accl, _group
-from ._dtypes import as_c_array, datatype_of, to_dtype
+from ._dtypes import as_c_array, datatype_code, datatype_of, to_dtype
 from ._enums import RedOp, Result, red_op
 from ._errors import InvalidUsageError, error_class
 
@@ -19,6 +19,7 @@ SPLIT_NOCOLOR: int = _accl.SPLIT_NOCOLOR
 # kind codes of _accl.coll
 _ALLREDUCE, _BROADCAST, _REDUCE, _ALLGATHER, _REDUCESCATTER, _ALLTOALL, _GATHER, _SCATTER, \
     _SEND, _RECV = range(10)
+_IN_PROGRESS = int(Result.IN_PROGRESS)  # a plain int: comparing with the IntEnum costs more
 _CALL = ["ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
          "ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend", "ncclRecv"]
 
@@ -253,7 +254,7 @@ class Communicator:
         arr = np.asarray(send)
         if not arr.flags.c_contiguous:
             raise ValueError(f"{what} must be C-contiguous (use numpy.ascontiguousarray)")
-        datatype_of(arr.dtype)
+        datatype_code(arr.dtype)  # TypeError for a dtype NCCL has not
         return arr
 
     @staticmethod
@@ -284,11 +285,17 @@ class Communicator:
              dtype: np.dtype, op: int = 0, root: int = 0, keep: Any = None) -> None:
         comm = self._live(_CALL[kind][4:])
         state = _accl.coll(kind, comm, as_c_array(send), as_c_array(recv), count,
-                           int(datatype_of(dtype)), op, root)
+                           datatype_code(dtype), op, root)
+        self._done(kind, state, send, recv, keep)
+
+    def _done(self, kind: int, state: int, send: Any, recv: Any, keep: Any = None) -> None:
+        """After a call returned `state`: inside a group, keep its arrays alive
+        until the group ends; a non-blocking communicator's call (IN_PROGRESS)
+        is polled until it is done."""
         group = _group.current()
         if group is not None:
             group._hold(self, send, recv, keep)
-        elif state == Result.IN_PROGRESS:
+        elif state == _IN_PROGRESS:
             self._wait(_CALL[kind])
 
     def _split_rows(self, shape: tuple, size: int) -> tuple:
@@ -308,6 +315,21 @@ class Communicator:
         number of elements. op is "sum", "prod", "max", "min", "avg", a RedOp
         or a PreMulSum of this communicator.
         """
+        if recv is None and type(send) is np.ndarray:
+            # The new output, made here so the fast path can use it; the
+            # general path takes it exactly as the one it would make.
+            recv = np.empty_like(send, order="C")
+        if not self._pending:
+            # Fast path: the common call (NumPy arrays of a native dtype, a
+            # built-in op) is checked and run in C++. It returns -1 without
+            # calling anything for every other call, which the general path
+            # below checks, runs or refuses with its documented errors.
+            state = _accl.all_reduce_fast(self._comm, send, recv, op)
+            if state == 0 and not _group.open_count:
+                return recv  # done, and no group to hold the arrays (the usual case)
+            if state >= 0:
+                self._done(_ALLREDUCE, state, send, recv)
+                return recv
         self._live("allreduce")
         in_place = recv is send
         send_arr = self._input(send)

@@ -123,6 +123,141 @@ int bcast(const Comm& c, RecvArray buf, size_t count, int datatype, int root) {
   return static_cast<int>(check(r, "ncclBcast", /*allowInProgress=*/true));
 }
 
+// ---- allreduce fast path ---------------------------------------------------
+// A small allreduce through Communicator.allreduce used to spend ~2 us in
+// Python checks for a ~0.4 us library call (docs/perf.md). This entry does
+// the checks of the common case in C++, on the arrays' PEP 3118 buffers: no
+// Python-level attribute lookups, no nb::ndarray wrappers. It only accepts
+// calls the Python path would accept unchanged, and answers -1 for anything
+// else (another type, dtype or op, a non-contiguous or read-only array, a
+// size or dtype mismatch, an overlap, a closed communicator) without raising:
+// Python then runs its general path, which raises the documented errors. So
+// the error messages live in one place, communicator.py.
+
+// numpy.ndarray, looked up at the first call (not at import: the stub
+// generator imports this module where NumPy may be absent). A plain pointer
+// rather than a function-local static: C++'s init guard would block a second
+// thread while it holds the GIL that the import may need. A race at most
+// looks the type up twice; the reference is kept for the process's lifetime.
+PyObject* g_ndarray = nullptr;
+
+PyObject* ndarrayType() {
+  if (g_ndarray == nullptr) {
+    nb::object type = nb::module_::import_("numpy").attr("ndarray");
+    g_ndarray = type.release().ptr();
+  }
+  return g_ndarray;
+}
+
+// One PEP 3118 view of a NumPy array, released when it goes out of scope.
+struct View {
+  Py_buffer buf{};
+  bool held = false;
+  View() = default;
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
+  ~View() {
+    if (held) PyBuffer_Release(&buf);
+  }
+  // Takes a C-contiguous (and, if asked, writeable) view of `obj`, which must
+  // be exactly a numpy.ndarray (asarray() of a subclass is another object,
+  // which the Python path returns). False, with no Python error left set,
+  // where NumPy refuses: the general path then says why.
+  bool take(PyObject* obj, bool writeable) {
+    if (reinterpret_cast<PyObject*>(Py_TYPE(obj)) != ndarrayType()) return false;
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writeable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &buf, flags) != 0) {
+      PyErr_Clear();  // e.g. "ndarray is not C-contiguous", a read-only array, bfloat16
+      return false;
+    }
+    held = true;
+    return true;
+  }
+};
+
+// ncclDataType_t of a view, or -1. NumPy's native types export a one-letter
+// struct format (a byte-order prefix means non-native: left to Python, which
+// refuses it). ml_dtypes' types cannot be exported at all (take() fails), so
+// bfloat16 and fp8 always take the general path, which views them as integers.
+int datatypeOf(const Py_buffer& b) {
+  const char* f = b.format;
+  if (f == nullptr || f[0] == '\0' || f[1] != '\0') return -1;
+  switch (f[0]) {
+    case 'b': return ncclInt8;
+    case 'B': return ncclUint8;
+    case 'i': case 'l': case 'q':
+      return b.itemsize == 4 ? ncclInt32 : b.itemsize == 8 ? ncclInt64 : -1;
+    case 'I': case 'L': case 'Q':
+      return b.itemsize == 4 ? ncclUint32 : b.itemsize == 8 ? ncclUint64 : -1;
+    case 'e': return ncclFloat16;
+    case 'f': return ncclFloat32;
+    case 'd': return ncclFloat64;
+    default: return -1;
+  }
+}
+
+// The built-in op `op` names: "sum", "prod", "max", "min", "avg" (lower case,
+// as nearly every caller spells them) or an int / accl.RedOp of 0..4. -1 for
+// anything else (other spellings, PreMulSum handles): the general path.
+int builtinOp(PyObject* op) {
+  if (PyUnicode_Check(op)) {
+    static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
+    for (int i = 0; i < 5; ++i)
+      if (PyUnicode_CompareWithASCIIString(op, names[i]) == 0) return i;
+    return -1;
+  }
+  if (PyLong_Check(op)) {
+    int overflow = 0;
+    long v = PyLong_AsLongAndOverflow(op, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return -1;
+    }
+    return (overflow == 0 && v >= ncclSum && v <= ncclAvg) ? static_cast<int>(v) : -1;
+  }
+  return -1;
+}
+
+// ncclAllReduce(send, recv) when the arguments are the common case: send a
+// C-contiguous numpy.ndarray of a native NCCL dtype; recv the same object (in
+// place) or a writeable C-contiguous numpy.ndarray of the same dtype and
+// element count that is separate or starts at send's address; op as above;
+// the communicator open. Returns 0 (done), 7 (queued on a non-blocking
+// communicator) or -1 (not the common case: nothing was called). Library
+// errors raise as from coll().
+int allReduceFast(const Comm& c, nb::handle send, nb::handle recv, nb::handle op) {
+  const int red = builtinOp(op.ptr());
+  if (red < 0 || !c.alive()) return -1;
+  const bool inPlace = send.is(recv);
+  View s, r;
+  if (!s.take(send.ptr(), inPlace)) return -1;
+  const int dt = datatypeOf(s.buf);
+  if (dt < 0) return -1;
+  const Py_buffer* out = &s.buf;
+  if (!inPlace) {
+    if (!r.take(recv.ptr(), true)) return -1;
+    if (datatypeOf(r.buf) != dt || r.buf.len != s.buf.len) return -1;
+    // Overlapping buffers are fine only as NCCL's in-place layout (same start).
+    const char* sp = static_cast<const char*>(s.buf.buf);
+    const char* rp = static_cast<const char*>(r.buf.buf);
+    if (s.buf.len > 0 && sp != rp && sp < rp + r.buf.len && rp < sp + s.buf.len) return -1;
+    out = &r.buf;
+  }
+  ncclComm_t comm = c.get("ncclAllReduce");
+  const size_t count = static_cast<size_t>(s.buf.len / s.buf.itemsize);
+  const void* sendbuff = s.buf.buf;
+  void* recvbuff = out->buf;
+  ncclResult_t res;
+  {
+    // Released even for a few bytes: other ranks may be threads of this
+    // process (the library waits for them inside the call).
+    nb::gil_scoped_release nogil;
+    res = api().ncclAllReduce(sendbuff, recvbuff, count, static_cast<ncclDataType_t>(dt),
+                              static_cast<ncclRedOp_t>(red), comm, nullptr);
+  }
+  return static_cast<int>(check(res, "ncclAllReduce", /*allowInProgress=*/true));
+}
+
 // ---- groups ----------------------------------------------------------------
 void groupStart() { check(api().ncclGroupStart(), "ncclGroupStart"); }
 
@@ -200,6 +335,10 @@ void register_coll(nb::module_& m) {
   m.def("all_reduce", &allReduce, nb::arg("comm"), nb::arg("send").noconvert(),
         nb::arg("recv").noconvert(), nb::arg("count"), nb::arg("datatype"), nb::arg("op"),
         "ncclAllReduce on C-contiguous host arrays; recv may be send (in place).");
+  m.def("all_reduce_fast", &allReduceFast, nb::arg("comm"), nb::arg("send").none(),
+        nb::arg("recv").none(), nb::arg("op").none(),
+        "ncclAllReduce for the common case (see coll_py.cpp); -1 where the arguments are not "
+        "that case and nothing was called (Communicator.allreduce then checks them).");
   m.def("bcast", &bcast, nb::arg("comm"), nb::arg("buff").noconvert(), nb::arg("count"),
         nb::arg("datatype"), nb::arg("root"), "ncclBcast (in place).");
   m.def("group_start", &groupStart, "ncclGroupStart.");

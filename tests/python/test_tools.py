@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -9,7 +10,7 @@ import textwrap
 import pytest
 
 import accl
-from accl.perf import launcher, options, table
+from accl.perf import binding, launcher, options, table
 
 HOST_MODE = not accl.query_mode()[0]
 
@@ -173,3 +174,38 @@ def test_launcher_sets_socket_ifname_for_children(monkeypatch):
     assert env["NCCL_SOCKET_IFNAME"] == "lo" and "ACCL_PERF_UID" not in env
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
     assert launcher._env(1, 2, 1e9)["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_launcher_quiets_blas_threads_for_children(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert launcher._env(0, 2, 1e9)["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # the user's choice stays
+    assert launcher._env(0, 2, 1e9)["OPENBLAS_NUM_THREADS"] == "4"
+
+
+def test_bind_to_plan_and_description(monkeypatch):
+    assert options.parse(["allreduce"]).bind_to == "core"
+    assert options.parse(["allreduce", "--bind-to", "none"]).bind_to == "none"
+    with pytest.raises(SystemExit):
+        options.parse(["allreduce", "--bind-to", "socket"])
+    monkeypatch.setattr(binding, "allowed_cpus", lambda: [2, 5, 7])
+    assert binding.plan("core", 2) == [2, 5]  # rank r on the r-th allowed CPU
+    assert binding.plan("core", 3) == [2, 5, 7]
+    assert binding.plan("core", 4) is None  # more ranks than CPUs: unbound
+    assert binding.plan("none", 2) is None
+    assert binding.describe("core", [2, 5], 2).startswith("# Ranks bound to CPUs 2,5,")
+    assert binding.describe("core", None, 4) == \
+        "# Ranks not bound to CPUs (4 ranks, 3 CPUs allowed)"
+    assert binding.describe("none", None, 2) == "# Ranks not bound to CPUs (--bind-to none)"
+    monkeypatch.setattr(binding, "allowed_cpus", lambda: [])
+    assert binding.plan("core", 1) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_bind_to_core_binds_this_process():
+    before = os.sched_getaffinity(0)
+    try:
+        cpus = binding.apply("core", 0, 1)
+        assert cpus == [min(before)] and os.sched_getaffinity(0) == {min(before)}
+    finally:
+        os.sched_setaffinity(0, before)

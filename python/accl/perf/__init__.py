@@ -7,6 +7,7 @@ Modules, one job each:
     collectives the benchmarked operations (bus bandwidth factor, how to run one)
     data       exact input patterns and expected results, for the #wrong check
     devices    the "Using devices" lines, gathered from every rank
+    binding    --bind-to: each local rank on its own CPU, as mpirun binds
     table      nccl-tests' table formatting
     worker     one rank: init, sweep, time, check; rank 0 prints
 """

@@ -1,8 +1,9 @@
 """``--compare mpi,gloo``: time the same sweep with other libraries, before ACCL's run.
 
 The launcher runs each peer as its own set of ranks (so the libraries never
-share a process): MPI under ``mpirun --allow-run-as-root --oversubscribe -np N
-python -m accl.perf <same flags>``, Gloo as N local ranks of accl.perf's own
+share a process): MPI under ``mpirun --allow-run-as-root --oversubscribe
+--bind-to none -np N python -m accl.perf <same flags>`` (its ranks then bind
+themselves as ACCL's do, see binding.py), Gloo as N local ranks of accl.perf's own
 launcher. Their rank 0 writes JSON; the launcher merges it into one file
 whose path the ACCL ranks get in ACCL_PERF_COMPARE, and ACCL's rank 0 adds
 the peers' columns to its table. A peer that is not installed or fails is
@@ -21,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from . import peers, rendezvous
+from . import launcher, peers, rendezvous
 
 ENV_COMPARE = "ACCL_PERF_COMPARE"  # JSON: {peer: {"available", "reason", "version", "rows"}}
 
@@ -55,12 +56,16 @@ def _peer_env(name: str, out: str, deadline: float) -> dict:
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     env.setdefault("OMPI_MCA_btl_tcp_if_include", "lo")
+    for var, value in launcher.QUIET_THREADS.items():  # mpirun's ranks as ACCL's
+        env.setdefault(var, value)
     return env
 
 
 def _run_mpi(argv: list[str], nranks: int, env: dict, timeout: float) -> str | None:
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
-           sys.executable, "-m", "accl.perf", *argv]
+    # --bind-to none: the ranks bind themselves as ACCL's do (binding.py), so
+    # both libraries run with the same placement whatever mpirun's default is.
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+           "-np", str(nranks), sys.executable, "-m", "accl.perf", *argv]
     try:
         res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, timeout=timeout)
@@ -74,8 +79,6 @@ def _run_mpi(argv: list[str], nranks: int, env: dict, timeout: float) -> str | N
 
 
 def _run_gloo(argv: list[str], nranks: int, env: dict, timeout: float) -> str | None:
-    from . import launcher
-
     env[peers.ENV_GLOO_PORT] = str(_free_port())
     rc = launcher.launch(argv, nranks, timeout, env=env, share_uid=False)
     return None if rc == 0 else f"its ranks failed (exit code {rc})"

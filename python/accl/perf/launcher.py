@@ -17,6 +17,14 @@ from . import rendezvous
 
 EXIT_TIMEOUT = 124
 
+# A rank imports NumPy, whose OpenBLAS starts worker threads that spin for
+# ~0.1 s after the import. Nothing here uses BLAS, but such a thread took the
+# CPU of a bound rank (--bind-to) in 4 ms slices, just when the first sizes
+# were timed (a 2-rank 8 B allreduce read 0.5-1.3 ms instead of 1 us). So the
+# ranks accl.perf starts (ACCL's and the --compare peers') get one BLAS thread
+# unless the user set OPENBLAS_NUM_THREADS.
+QUIET_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
 
 class LaunchError(Exception):
     """The run failed; the message says which rank and how."""
@@ -29,6 +37,8 @@ class LaunchError(Exception):
 def _env(rank: int, nranks: int, deadline: float, base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
     env.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    for var, value in QUIET_THREADS.items():
+        env.setdefault(var, value)
     env.pop(rendezvous.ENV_UID, None)  # rank 0 creates the id; the launcher hands it on
     env[rendezvous.ENV_RANK] = str(rank)
     env[rendezvous.ENV_NRANKS] = str(nranks)

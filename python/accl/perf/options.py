@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from .binding import MODES as BIND_MODES
 from .collectives import COLLECTIVES
 
 # nccl-tests' datatype names first (as printed in the "type" column), then aliases.
@@ -84,6 +85,7 @@ class Options:
     csv: str | None = None
     json: str | None = None
     progress: bool = False  # a line per size to stderr (else only sizes taking > 2 s)
+    bind_to: str = "core"  # "core": rank r on the r-th allowed CPU (binding.py); "none"
 
     def sizes(self) -> list[int]:
         """The byte sizes of the sweep, minbytes to maxbytes inclusive."""
@@ -130,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true",
                    help="a '# [k/N] size ...' line on stderr after every size "
                         "(without it: only for sizes that take more than 2 s)")
+    p.add_argument("--bind-to", choices=BIND_MODES, default="core",
+                   help="core (default): each rank that accl.perf starts, the --compare "
+                        "peers' included, on its own CPU, as mpirun binds its ranks (when "
+                        "there are enough CPUs); none: where the scheduler puts them")
     return p
 
 
@@ -152,4 +158,4 @@ def parse(argv: list[str]) -> Options:
     ops = OPS if a.op == "all" else [a.op]
     return Options(a.collective, a.nranks, a.minbytes, a.maxbytes, stepbytes, factor, a.iters,
                    a.warmup_iters, a.check, types, ops, a.average, a.timeout, a.compare,
-                   a.plot, a.csv, a.json, a.progress)
+                   a.plot, a.csv, a.json, a.progress, a.bind_to)

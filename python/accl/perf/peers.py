@@ -4,14 +4,16 @@ The launcher starts these ranks with ACCL_PERF_PEER=mpi (under ``mpirun``;
 the rank times ``MPI.COMM_WORLD.Allreduce`` on NumPy buffers, mpi4py) or
 ACCL_PERF_PEER=gloo (accl.perf's own launcher; ``torch.distributed`` with
 backend "gloo" on CPU tensors, ``init_method=tcp://127.0.0.1:<port>``).
-Timing is ACCL's: warm-up iterations, a barrier, ``time.perf_counter()``
-around ``iters`` calls, the per-iteration time combined over ranks as -a
+Timing is ACCL's: the ranks bound to CPUs as ACCL's are (--bind-to),
+warm-up iterations, a barrier, ``time.perf_counter()`` around ``iters`` calls
+of a prepared callable, the per-iteration time combined over ranks as -a
 asks. Rank 0 writes the results as JSON to ACCL_PERF_PEER_OUT; nothing goes
 to stdout. Nothing here imports accl's extension.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -19,7 +21,7 @@ import time
 
 import numpy as np
 
-from . import data, rendezvous, watchdog
+from . import binding, data, rendezvous, watchdog
 from .options import DATATYPES, Options
 
 ENV_PEER = "ACCL_PERF_PEER"  # "mpi" or "gloo": this rank measures that library
@@ -58,8 +60,8 @@ class _Mpi:
         if array.dtype.kind not in "iuf" or array.dtype == np.float16:
             raise ValueError(f"MPI has no {array.dtype} datatype")
         recv = np.zeros_like(array)
-        mop = self._ops[op]
-        return (lambda: self.comm.Allreduce(array, recv, op=mop)), recv
+        # bound like ACCL's call (collectives.py): the loop pays only the API call
+        return functools.partial(self.comm.Allreduce, array, recv, self._ops[op]), recv
 
     def barrier(self) -> None:
         self.comm.Barrier()
@@ -96,8 +98,7 @@ class _Gloo:
         if array.dtype.kind not in "iuf":
             raise ValueError(f"torch has no {array.dtype} from NumPy")
         tensor = self.torch.from_numpy(array)  # shares `array`: the result lands there
-        top = self._ops[op]
-        return (lambda: self.dist.all_reduce(tensor, op=top)), array
+        return functools.partial(self.dist.all_reduce, tensor, self._ops[op]), array
 
     def barrier(self) -> None:
         self.dist.barrier()
@@ -145,6 +146,9 @@ def run(name: str, opts: Options, me: rendezvous.Identity) -> int:
     """Run this rank of peer `name`; rank 0 writes {version, rows, skipped} as JSON."""
     env_deadline = os.environ.get(rendezvous.ENV_DEADLINE)
     deadline = float(env_deadline) if env_deadline else time.time() + opts.timeout
+    # Placed as ACCL's ranks are (binding.py; our mpirun runs with --bind-to
+    # none), before any thread starts.
+    binding.apply(opts.bind_to, me.rank, me.nranks)
     watchdog.start(me.rank, deadline, watch_parent=me.launcher == "accl.perf")
     lib = _Mpi() if name == "mpi" else _Gloo(me)
     rows, skipped = [], []

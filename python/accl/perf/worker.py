@@ -2,7 +2,8 @@
 
 Only rank 0 prints. Times are per-iteration seconds from time.perf_counter
 around `iters` back-to-back calls after a one-element allreduce as barrier,
-combined over ranks as -a asks (average by default, like nccl-tests).
+combined over ranks as -a asks (average by default, like nccl-tests). Ranks
+that accl.perf started are bound to CPUs first (--bind-to, binding.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import accl
 from accl import _accl
 
-from . import compare, data, devices, output, peers, rendezvous, table, watchdog
+from . import binding, compare, data, devices, output, peers, rendezvous, table, watchdog
 from .collectives import COLLECTIVES, Collective
 from .options import DATATYPES, Options
 
@@ -42,12 +43,15 @@ def _sum_int(comm, value: int) -> int:
 
 
 def _bench(comm, coll: Collective, send, recv, op: str, opts: Options) -> float:
+    """Seconds per call: -w warm-up calls, a barrier, then -n timed calls (as
+    nccl-tests, and as peers.py times the --compare libraries)."""
+    call = coll.prepare(comm, send, recv, op)
     for _ in range(opts.warmup_iters):
-        coll.run(comm, send, recv, op)
+        call()
     _barrier(comm)
     start = time.perf_counter()
     for _ in range(opts.iters):
-        coll.run(comm, send, recv, op)
+        call()
     elapsed = (time.perf_counter() - start) / opts.iters
     return _combine_time(comm, elapsed, opts.average)
 
@@ -160,7 +164,11 @@ def run(opts: Options, me: rendezvous.Identity) -> int:
     """Run this rank; returns the process exit code (1 if any value was wrong)."""
     env_deadline = os.environ.get(rendezvous.ENV_DEADLINE)
     deadline = float(env_deadline) if env_deadline else time.time() + opts.timeout
-    watchdog.start(me.rank, deadline, watch_parent=me.launcher == "accl.perf")
+    # Placement first: the watchdog thread (and the library's) inherit it.
+    # Under a launcher of the user's own, placement is that launcher's.
+    ours = me.launcher == "accl.perf"
+    cpus = binding.apply(opts.bind_to, me.rank, me.nranks) if ours else None
+    watchdog.start(me.rank, deadline, watch_parent=ours)
     coll = COLLECTIVES[opts.collective]
     uid = rendezvous.unique_id(me)
     try:
@@ -181,9 +189,10 @@ def run(opts: Options, me: rendezvous.Identity) -> int:
                 peer_rows = compare.lookup(peer_results)
                 for name, res in peer_results.items():
                     peer_rows[("in_place", name)] = bool(res.get("in_place"))
+            bind_line = [binding.describe(opts.bind_to, cpus, me.nranks)] if ours else []
             for line in (table.preamble(coll.name, accl.__version__, header_code,
                                         accl.nccl_version(), opts)
-                         + table.device_lines(ranks)
+                         + table.device_lines(ranks) + bind_line
                          + table.compare_header(table.header(), opts.compare)):
                 out(line)
             failed, busbws, records = _sweep(comm, coll, opts, out, peer_rows)
@@ -194,7 +203,7 @@ def run(opts: Options, me: rendezvous.Identity) -> int:
                 meta = {"collective": coll.name, "nranks": comm.size,
                         "accl_version": accl.__version__, "mode": reason,
                         "iters": opts.iters, "warmup_iters": opts.warmup_iters,
-                        "average": opts.average,
+                        "average": opts.average, "cpus": cpus,
                         "peers": {n: {k: v for k, v in r.items() if k != "rows"}
                                   for n, r in (peer_results or {}).items()}}
                 output.write_all(opts, records, meta)
