@@ -5,30 +5,14 @@ against their own reference (#wrong); the table must be clean."""
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from nccl_table import Table
 
 import accl
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build" / "pytest-gpu-perf"
 COLLS = ["all_reduce", "all_gather", "broadcast", "reduce", "reduce_scatter", "alltoall", "gather", "scatter",
          "sendrecv"]
-
-
-@pytest.fixture(scope="module")
-def drivers():
-    """The drivers, built with the CUDA runtime against the installed libnccl.so.2."""
-    if not shutil.which("cmake"):
-        pytest.fail("cmake is required for the perf drivers")
-    jobs = str(os.cpu_count() or 2)
-    subprocess.run(["cmake", "-S", str(ROOT / "perf"), "-B", str(BUILD), f"-DNCCL_ROOT={accl.lib_dir()}",
-                    "-DACCL_PERF_CUDA=ON", "-DCMAKE_BUILD_TYPE=Release"], check=True, timeout=600,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", str(BUILD), "-j", jobs], check=True, timeout=1200, stdout=subprocess.DEVNULL)
-    return BUILD
 
 
 def run(drivers, name, *args, timeout=180, **extra_env):

@@ -1,0 +1,60 @@
+"""Several processes on the one GPU under MPS (CUDA's Multi-Process Service):
+the device connectors between processes (CUDA IPC) and the direct collectives
+of one process must work the same with an MPS server in between. The fixture
+starts a private MPS control daemon (its own pipe directory) and stops it."""
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+from nccl_table import Table
+
+import accl
+
+
+@pytest.fixture(scope="module")
+def mps(tmp_path_factory):
+    control = shutil.which("nvidia-cuda-mps-control")
+    if not control or not shutil.which("mpirun"):
+        pytest.skip("no nvidia-cuda-mps-control or no mpirun")
+    root = tmp_path_factory.mktemp("mps")
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(root / "pipe"), CUDA_MPS_LOG_DIRECTORY=str(root / "log"))
+    os.makedirs(env["CUDA_MPS_PIPE_DIRECTORY"])
+    os.makedirs(env["CUDA_MPS_LOG_DIRECTORY"])
+    subprocess.run([control, "-d"], env=env, check=True, timeout=30)
+    try:
+        yield env
+    finally:
+        subprocess.run([control], input="quit\n", text=True, env=env, timeout=30)
+        time.sleep(1)
+
+
+def _clients_connected(env):
+    log = os.path.join(env["CUDA_MPS_LOG_DIRECTORY"], "control.log")
+    return os.path.exists(log) and "NEW CLIENT" in open(log).read()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"])
+def test_processes_under_mps(drivers, mps, name):
+    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir())
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "LD_LIBRARY_PATH", "-x",
+           "NCCL_SOCKET_IFNAME", "-x", "ACCL_TIMEOUT", "-x", "CUDA_MPS_PIPE_DIRECTORY",
+           str(drivers / f"{name}_perf"), "-b", "8", "-e", "8M", "-f", "8", "-n", "2", "-w", "1", "-c", "1",
+           "-T", "120"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
+    t = Table(p.stdout)
+    t.assert_clean()
+    assert len(t.devices) == 2
+    assert _clients_connected(mps)  # the processes ran through the MPS server
+
+
+@pytest.mark.timeout(300)
+def test_one_process_under_mps(drivers, mps):
+    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir())
+    p = subprocess.run([str(drivers / "all_reduce_perf"), "-b", "8", "-e", "8M", "-f", "8", "-g", "2", "-c", "1",
+                        "-n", "2", "-w", "1", "-T", "120"], capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
+    Table(p.stdout).assert_clean()
