@@ -40,42 +40,6 @@ extern "C" ncclResult_t pncclCommQueryProperties(ncclComm_t, ncclCommProperties_
 }
 NCCL_API_ALIAS(ncclCommQueryProperties)
 
-// --- windows and one-sided signals ---
-extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) {
-  ACCL_UNSUPPORTED(ncclCommWindowRegister);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommWindowRegister)
-
-extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
-  ACCL_UNSUPPORTED(ncclCommWindowDeregister);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommWindowDeregister)
-
-extern "C" ncclResult_t pncclWinGetUserPtr(ncclComm_t, ncclWindow_t, void**) {
-  ACCL_UNSUPPORTED(ncclWinGetUserPtr);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclWinGetUserPtr)
-
-extern "C" ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclPutSignal);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclPutSignal)
-
-extern "C" ncclResult_t pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclSignal);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclSignal)
-
-extern "C" ncclResult_t pncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
-  ACCL_UNSUPPORTED(ncclWaitSignal);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclWaitSignal)
 
 // --- the parameter API of NCCL 2.30 ---
 extern "C" ncclResult_t pncclParamBind(ncclParamHandle_t*, const char*) {

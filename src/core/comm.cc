@@ -221,7 +221,8 @@ void commFree(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   // Everything that could still wait on this comm checks abortFlag; give it time to leave.
   for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
-  devStop(comm);  // the proxy of staged device operations uses the connections
+  devStop(comm);   // the proxy of staged device operations uses the connections
+  rmaStop(comm);   // so does the receiver of one-sided operations
   comm->ring.send.reset();
   comm->ring.recv.reset();
   comm->sendConns.clear();

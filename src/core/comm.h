@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "device/dev_comm.h"
 #include "device/host_reduce.h"
+#include "coll/rma.h"
 #include "transport/connection.h"
 
 namespace accl {
@@ -78,7 +79,7 @@ struct Registration {
 };
 
 // Connection tags: which logical connection between the same two ranks.
-enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3,
+enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3, kTagRma = 4,
                      kTagDevice = 16, kTagDevRing = 16, kTagDevP2p = 17 };  // >= kTagDevice: device connectors
 
 }  // namespace accl
@@ -113,6 +114,7 @@ struct ncclComm {
   int nhosts = 1;              // distinct host identities among the ranks
   accl::AlgoMask algoMask;     // NCCL_ALGO, parsed at init
   accl::DevStatePtr dev;       // device mode only
+  accl::RmaPtr rma;            // windows and one-sided operations (from the first window)
 };
 
 namespace accl {

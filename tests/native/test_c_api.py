@@ -147,3 +147,21 @@ def test_sixteen_ranks_on_two_cores(c_program):
     p = run(c_program("collectives"), 16, 4099, env={"NCCL_BUFFSIZE": "262144", "NCCL_ALGO": "allreduce:tree,ring"},
             timeout=150)
     assert _all_ranks_pass(p, 16), p.stdout[-3000:] + p.stderr[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode,nranks,hosts", [("threads", 2, False), ("threads", 4, False), ("procs", 3, False),
+                                               ("procs", 3, True)],
+                         ids=["threads2", "threads4", "procs3_shm", "procs3_sockets"])
+def test_windows_and_one_sided_operations(c_program, mode, nranks, hosts):
+    # Puts into every rank's window, a multi-slot put, bare signals, bad
+    # arguments, collective deregistration, and a wait that must time out
+    # (ACCL_TIMEOUT=2); every byte checked by the program.
+    env = {"ACCL_TIMEOUT": "2", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
+    if hosts:
+        env["RMA_HOST_PER_RANK"] = "1"  # each process its own NCCL_HOSTID: the puts cross sockets
+    p = run(c_program("rma"), mode, nranks, env=env, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert f"OK: {nranks} ranks" in p.stdout
+    assert p.stderr.count("timed out (ACCL_TIMEOUT) waiting for 1 signal(s)") == nranks, p.stderr[-4000:]
+    assert "peer -1 is outside" in p.stderr and "inside ncclGroupStart/ncclGroupEnd" in p.stderr

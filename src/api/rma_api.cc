@@ -1,0 +1,204 @@
+// Windows and one-sided operations: ncclCommWindowRegister/Deregister,
+// ncclWinGetUserPtr, ncclPutSignal, ncclSignal, ncclWaitSignal (coll/rma.h).
+// Host memory only for now: a window of device memory is refused with a WARN.
+// As NCCL today, sigIdx, ctx and flags must be 0. The calls complete before
+// they return (the stream is not used), and may not be inside a group.
+#include "api/api.h"
+
+#include "api/init_common.h"
+
+#include <cstdint>
+
+#include "coll/rma.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/group.h"
+#include "device/dev_comm.h"
+
+namespace {
+
+// A live, initialised, usable communicator, outside any group.
+ncclResult_t checkUsable(ncclComm* comm, const char* fn) {
+  NCCLCHECK(acclCheckComm(comm, fn));
+  if (!comm->initDone.load()) {
+    WARN("%s (%s, rank %d): the communicator is still initialising", fn, comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (comm->revoked.load()) {
+    WARN("%s (%s, rank %d): the communicator was revoked (ncclCommRevoke)", fn, comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  int async = comm->asyncError.load();
+  if (async != ncclSuccess && async != ncclInProgress) {
+    WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),
+         comm->rank, pncclGetErrorString(static_cast<ncclResult_t>(async)));
+    return static_cast<ncclResult_t>(async);
+  }
+  if (accl::groupActive()) {
+    WARN("%s: one-sided calls inside ncclGroupStart/ncclGroupEnd are not supported by ACCL yet "
+         "(docs/api-status.md)", fn);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkWindow(ncclComm* comm, const ncclWindow_vidmem* win, const char* fn) {
+  if (!win || win->magic != accl::kWindowMagic || win->comm != comm) {
+    WARN("%s: %p is not a window of this communicator (ncclCommWindowRegister makes them)", fn,
+         static_cast<const void*>(win));
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkSignal(ncclComm* comm, int peer, int sigIdx, int ctx, unsigned flags, const char* fn) {
+  if (peer < 0 || peer >= comm->nranks) {
+    WARN("%s: peer %d is outside [0, nranks = %d)", fn, peer, comm->nranks);
+    return ncclInvalidArgument;
+  }
+  if (sigIdx != 0 || ctx != 0 || flags != 0) {
+    WARN("%s: sigIdx (%d), ctx (%d) and flags (%u) must be 0, as in NCCL 2.30", fn, sigIdx, ctx, flags);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                               int winFlags) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclCommWindowRegister";
+  NCCLCHECK(checkUsable(comm, fn));
+  if (!win) {
+    WARN("%s: win is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  *win = nullptr;
+  if (!buff && size > 0) {
+    WARN("%s: buff is NULL with size %zu", fn, size);
+    return ncclInvalidArgument;
+  }
+  if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)) {
+    WARN("%s: unknown winFlags 0x%x (NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_STRICT_ORDERING)", fn,
+         winFlags);
+    return ncclInvalidArgument;
+  }
+  if (comm->deviceMode && accl::devBuffer(buff)) {
+    WARN("%s (%s, rank %d): windows of device memory are not supported by ACCL yet (host memory only; "
+         "docs/api-status.md)", fn, comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  accl::CommUse use(comm);
+  return accl::rmaRegister(comm, buff, size, winFlags, win);
+  ACCL_API_GUARD_END("ncclCommWindowRegister")
+}
+NCCL_API_ALIAS(ncclCommWindowRegister)
+
+extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclCommWindowDeregister";
+  NCCLCHECK(checkUsable(comm, fn));
+  NCCLCHECK(checkWindow(comm, win, fn));
+  accl::CommUse use(comm);
+  return accl::rmaDeregister(comm, win);
+  ACCL_API_GUARD_END("ncclCommWindowDeregister")
+}
+NCCL_API_ALIAS(ncclCommWindowDeregister)
+
+extern "C" ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclWinGetUserPtr";
+  NCCLCHECK(acclCheckComm(comm, fn));
+  NCCLCHECK(checkWindow(comm, win, fn));
+  if (!outUserPtr) {
+    WARN("%s: outUserPtr is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  *outUserPtr = win->base;
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclWinGetUserPtr")
+}
+NCCL_API_ALIAS(ncclWinGetUserPtr)
+
+extern "C" ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                                      ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                                      unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclPutSignal";
+  NCCLCHECK(checkUsable(comm, fn));
+  NCCLCHECK(checkSignal(comm, peer, sigIdx, ctx, flags, fn));
+  NCCLCHECK(checkWindow(comm, peerWin, fn));
+  if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= ncclNumTypes) {
+    WARN("%s: datatype %d is not an ncclDataType_t", fn, static_cast<int>(datatype));
+    return ncclInvalidArgument;
+  }
+  const size_t esize = accl::typeSize(datatype);
+  const size_t room = peerWin->sizes[peer];
+  if (count > SIZE_MAX / esize || peerWinOffset > room || count * esize > room - peerWinOffset) {
+    WARN("%s: %zu element(s) of %s at offset %zu do not fit rank %d's window of %zu bytes", fn, count,
+         accl::typeName(datatype), peerWinOffset, peer, room);
+    return ncclInvalidArgument;
+  }
+  if (count > 0 && !localbuff) {
+    WARN("%s: localbuff is NULL with count %zu", fn, count);
+    return ncclInvalidArgument;
+  }
+  if (count > 0 && comm->deviceMode && accl::devBuffer(localbuff)) {
+    WARN("%s (%s, rank %d): device buffers are not supported by ACCL's one-sided calls yet (docs/api-status.md)",
+         fn, comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  (void)stream;  // host memory: complete before returning
+  accl::CommUse use(comm);
+  return accl::rmaPut(comm, peer, peerWin, peerWinOffset, localbuff, count * esize, fn);
+  ACCL_API_GUARD_END("ncclPutSignal")
+}
+NCCL_API_ALIAS(ncclPutSignal)
+
+extern "C" ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclSignal";
+  NCCLCHECK(checkUsable(comm, fn));
+  NCCLCHECK(checkSignal(comm, peer, sigIdx, ctx, flags, fn));
+  if (!comm->rma) {
+    WARN("%s (%s, rank %d): no window was registered on this communicator (one-sided calls need one)", fn,
+         comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  (void)stream;
+  accl::CommUse use(comm);
+  return accl::rmaPut(comm, peer, nullptr, 0, nullptr, 0, fn);
+  ACCL_API_GUARD_END("ncclSignal")
+}
+NCCL_API_ALIAS(ncclSignal)
+
+extern "C" ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+                                       cudaStream_t stream) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclWaitSignal";
+  NCCLCHECK(checkUsable(comm, fn));
+  if (nDesc < 0 || (nDesc > 0 && !signalDescs)) {
+    WARN("%s: nDesc %d with signalDescs %p", fn, nDesc, static_cast<void*>(signalDescs));
+    return ncclInvalidArgument;
+  }
+  for (int i = 0; i < nDesc; ++i) {
+    const ncclWaitSignalDesc_t& d = signalDescs[i];
+    NCCLCHECK(checkSignal(comm, d.peer, d.sigIdx, d.ctx, 0, fn));
+    if (d.opCnt < 0) {
+      WARN("%s: signalDescs[%d].opCnt is %d (must be >= 0)", fn, i, d.opCnt);
+      return ncclInvalidArgument;
+    }
+  }
+  if (nDesc > 0 && !comm->rma) {
+    WARN("%s (%s, rank %d): no window was registered on this communicator (one-sided calls need one)", fn,
+         comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  (void)stream;
+  accl::CommUse use(comm);
+  return nDesc > 0 ? accl::rmaWait(comm, signalDescs, nDesc) : ncclSuccess;
+  ACCL_API_GUARD_END("ncclWaitSignal")
+}
+NCCL_API_ALIAS(ncclWaitSignal)

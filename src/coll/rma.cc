@@ -1,0 +1,340 @@
+// One-sided operations on windows (coll/rma.h says how they travel).
+#include "coll/rma.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "coll/steps.h"
+#include "core/check.h"
+#include "core/comm.h"
+
+namespace accl {
+namespace {
+
+constexpr uint32_t kHeaderMagic = 0x616d7261;  // "arma"
+constexpr int kNoWindow = -1;                  // a bare signal
+
+// The first slot of every message.
+struct Header {
+  uint32_t magic;
+  int32_t window;  // index, or kNoWindow
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+}  // namespace
+
+class Rma {
+ public:
+  explicit Rma(ncclComm* comm)
+      : comm_(comm), arrived_(comm->nranks, 0), consumed_(comm->nranks, 0), sent_(comm->nranks, 0) {
+    for (int r = 0; r < comm->nranks; ++r) sendMu_.emplace_back(new std::mutex());
+  }
+  ~Rma() { stop(); }
+
+  // Collective (from the first registration): a connection each way with every peer.
+  ncclResult_t connect();
+  void stop();
+
+  ncclResult_t put(int peer, const ncclWindow_vidmem* win, size_t offset, const void* data, size_t bytes,
+                   const char* opName);
+  ncclResult_t wait(const ncclWaitSignalDesc_t* descs, int n);
+  // Messages this rank sent to each rank so far.
+  std::vector<uint64_t> sentCounts();
+  // Until `expected[q]` messages from each rank q have landed here.
+  ncclResult_t landed(const std::vector<uint64_t>& expected, const char* opName);
+
+  std::mutex winMu;  // guards windows (the receiver thread looks them up)
+  std::vector<ncclWindow_vidmem*> windows;
+
+ private:
+  struct Inbound {  // a message being received
+    bool inHeader = false;
+    Header h{};
+    char* dst = nullptr;  // NULL: the data is dropped (a bad put, already reported)
+    size_t done = 0;
+  };
+  void receive();
+  ncclResult_t startMessage(int peer, const char* slot, Inbound* in);
+  void raise(int peer);
+
+  ncclComm* comm_;
+  std::vector<Connection*> sends_, recvs_;  // by peer (NULL for this rank)
+  std::vector<std::unique_ptr<std::mutex>> sendMu_;  // one sender at a time per peer
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex sigMu_;
+  std::condition_variable sigCv_;
+  std::vector<uint64_t> arrived_, consumed_;  // messages (= signals) by peer (guarded by sigMu_)
+  std::vector<uint64_t> sent_;                // messages sent, by peer (guarded by sigMu_)
+};
+
+void RmaDeleter::operator()(Rma* r) const { delete r; }
+
+ncclResult_t Rma::connect() {
+  std::vector<int> peers;
+  for (int r = 0; r < comm_->nranks; ++r)
+    if (r != comm_->rank) peers.push_back(r);
+  std::vector<Connection*> s, v;
+  NCCLCHECK(getConnections(comm_, peers, peers, kTagRma, &s, &v));
+  sends_.assign(comm_->nranks, nullptr);
+  recvs_.assign(comm_->nranks, nullptr);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    sends_[peers[i]] = s[i];
+    recvs_[peers[i]] = v[i];
+  }
+  thread_ = std::thread([this] { receive(); });
+  return ncclSuccess;
+}
+
+void Rma::stop() {
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
+  sigCv_.notify_all();
+}
+
+void Rma::raise(int peer) {
+  std::lock_guard<std::mutex> lock(sigMu_);
+  ++arrived_[peer];
+  sigCv_.notify_all();
+}
+
+ncclResult_t Rma::startMessage(int peer, const char* slot, Inbound* in) {
+  memcpy(&in->h, slot, sizeof(Header));
+  in->done = 0;
+  in->dst = nullptr;
+  if (in->h.magic != kHeaderMagic) {
+    WARN("ncclPutSignal (%s, rank %d): a malformed one-sided message from rank %d", comm_->name.c_str(),
+         comm_->rank, peer);
+    return ncclInternalError;
+  }
+  if (in->h.window == kNoWindow) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(winMu);
+  const ncclWindow_vidmem* w =
+      in->h.window >= 0 && in->h.window < static_cast<int>(windows.size()) ? windows[in->h.window] : nullptr;
+  if (!w || in->h.offset > w->size || in->h.bytes > w->size - in->h.offset) {
+    WARN("ncclPutSignal (%s, rank %d): rank %d put %llu bytes at offset %llu into window #%d, which this rank %s",
+         comm_->name.c_str(), comm_->rank, peer, static_cast<unsigned long long>(in->h.bytes),
+         static_cast<unsigned long long>(in->h.offset), in->h.window,
+         w ? "registered smaller" : "has not registered (or deregistered)");
+    return ncclInvalidUsage;  // the data is dropped; the signal still counts, so no waiter hangs
+  }
+  in->dst = static_cast<char*>(w->base) + in->h.offset;
+  return ncclSuccess;
+}
+
+// The receiver thread: whatever arrived on any peer's connection, in order.
+void Rma::receive() {
+  Steps steps(comm_, "ncclPutSignal (receiving)");
+  std::vector<Inbound> in(comm_->nranks);
+  Backoff backoff;
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    bool moved = false;
+    for (int p = 0; p < comm_->nranks; ++p) {
+      Connection* c = recvs_[p];
+      if (!c) continue;
+      Inbound& m = in[p];
+      while (steps.recvReady(c)) {
+        const char* data = nullptr;
+        if (!m.inHeader) {
+          if (steps.recvSlot(c, sizeof(Header), &data) != ncclSuccess) return;  // reported, comm failed
+          ncclResult_t r = startMessage(p, data, &m);
+          steps.release(c);
+          if (r == ncclInternalError) {
+            commSetError(comm_, r);
+            return;
+          }
+          if (r != ncclSuccess) commSetError(comm_, r);
+          m.inHeader = true;
+        } else {
+          const size_t n = std::min<size_t>(c->fifo.slotBytes, m.h.bytes - m.done);
+          if (steps.recvSlot(c, n, &data) != ncclSuccess) return;
+          if (m.dst) memcpy(m.dst + m.done, data, n);
+          steps.release(c);
+          m.done += n;
+        }
+        if (m.done == m.h.bytes) {  // landed: count its signal
+          m.inHeader = false;
+          raise(p);
+        }
+        moved = true;
+      }
+    }
+    if (moved) backoff.reset();
+    else backoff.pause();
+  }
+}
+
+ncclResult_t Rma::put(int peer, const ncclWindow_vidmem* win, size_t offset, const void* data, size_t bytes,
+                      const char* opName) {
+  {
+    std::lock_guard<std::mutex> lock(sigMu_);
+    ++sent_[peer];
+  }
+  if (peer == comm_->rank) {  // to this rank's own window: a copy
+    if (bytes) memmove(static_cast<char*>(win->base) + offset, data, bytes);
+    raise(peer);
+    return ncclSuccess;
+  }
+  Connection* c = sends_[peer];
+  std::lock_guard<std::mutex> lock(*sendMu_[peer]);
+  Steps steps(comm_, opName);
+  char* slot = nullptr;
+  NCCLCHECK(steps.waitSend(c, &slot));
+  const Header h{kHeaderMagic, win ? win->index : kNoWindow, offset, bytes};
+  memcpy(slot, &h, sizeof h);
+  steps.post(c, sizeof h);
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min<size_t>(c->fifo.slotBytes, bytes - done);
+    NCCLCHECK(steps.waitSend(c, &slot));
+    memcpy(slot, static_cast<const char*>(data) + done, n);
+    steps.post(c, n);
+    done += n;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Rma::wait(const ncclWaitSignalDesc_t* descs, int n) {
+  Deadline deadline(&comm_->abortFlag);
+  for (int i = 0; i < n; ++i) {
+    const ncclWaitSignalDesc_t& d = descs[i];
+    std::unique_lock<std::mutex> lock(sigMu_);
+    while (arrived_[d.peer] - consumed_[d.peer] < static_cast<uint64_t>(d.opCnt)) {
+      int async = comm_->asyncError.load();
+      if (async != ncclSuccess && async != ncclInProgress) {
+        WARN("ncclWaitSignal (%s, rank %d): the communicator failed while waiting for %d signal(s) from rank %d",
+             comm_->name.c_str(), comm_->rank, d.opCnt, d.peer);
+        return static_cast<ncclResult_t>(async);
+      }
+      if (deadline.aborted() || stopping_.load()) {
+        WARN("ncclWaitSignal (%s, rank %d): the communicator was aborted", comm_->name.c_str(), comm_->rank);
+        return ncclInvalidUsage;
+      }
+      if (deadline.expired()) {
+        WARN("ncclWaitSignal (%s, rank %d of %d): timed out (ACCL_TIMEOUT) waiting for %d signal(s) from rank %d "
+             "(%llu arrived so far)", comm_->name.c_str(), comm_->rank, comm_->nranks, d.opCnt, d.peer,
+             static_cast<unsigned long long>(arrived_[d.peer] - consumed_[d.peer]));
+        commSetError(comm_, ncclTimeout);
+        return ncclTimeout;
+      }
+      sigCv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs(10)));
+    }
+    consumed_[d.peer] += static_cast<uint64_t>(d.opCnt);
+  }
+  return ncclSuccess;
+}
+
+std::vector<uint64_t> Rma::sentCounts() {
+  std::lock_guard<std::mutex> lock(sigMu_);
+  return sent_;
+}
+
+ncclResult_t Rma::landed(const std::vector<uint64_t>& expected, const char* opName) {
+  Deadline deadline(&comm_->abortFlag);
+  std::unique_lock<std::mutex> lock(sigMu_);
+  for (int q = 0; q < comm_->nranks; ++q) {
+    while (arrived_[q] < expected[q]) {
+      int async = comm_->asyncError.load();
+      if (async != ncclSuccess && async != ncclInProgress) return static_cast<ncclResult_t>(async);
+      if (deadline.aborted() || deadline.expired()) {
+        WARN("%s (%s, rank %d): %llu one-sided message(s) from rank %d never arrived%s", opName,
+             comm_->name.c_str(), comm_->rank, static_cast<unsigned long long>(expected[q] - arrived_[q]), q,
+             deadline.aborted() ? " (aborted)" : " (ACCL_TIMEOUT)");
+        return deadline.aborted() ? ncclInvalidUsage : ncclTimeout;
+      }
+      sigCv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs(10)));
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncclWindow_vidmem** out) {
+  // Every rank's size, and a check that all ranks are at the same registration.
+  struct Entry {
+    uint64_t size;
+    int64_t index;
+  };
+  if (!comm->rma) {
+    comm->rma.reset(new Rma(comm));
+    ncclResult_t r = comm->rma->connect();
+    if (r != ncclSuccess) {
+      comm->rma.reset();
+      return r;
+    }
+  }
+  Rma& rma = *comm->rma;
+  // In the table before this rank joins the allgather: a peer may put into the
+  // window as soon as its allgather returns, which needs this rank's part.
+  auto* w = new ncclWindow_vidmem{kWindowMagic, comm, 0, buff, size, {}, flags};
+  std::vector<Entry> all(comm->nranks);
+  {
+    std::lock_guard<std::mutex> lock(rma.winMu);
+    w->index = static_cast<int>(rma.windows.size());
+    rma.windows.push_back(w);
+  }
+  all[comm->rank] = Entry{size, w->index};
+  ncclResult_t r = comm->bootstrap->allgather(all.data(), sizeof(Entry));
+  for (int q = 0; r == ncclSuccess && q < comm->nranks; ++q) {
+    if (all[q].index != w->index) {
+      WARN("ncclCommWindowRegister (%s, rank %d): rank %d is at its registration #%lld but this rank at #%d: "
+           "every rank must register (and deregister) windows in the same order", comm->name.c_str(), comm->rank, q,
+           static_cast<long long>(all[q].index), w->index);
+      r = ncclInvalidUsage;
+    }
+  }
+  if (r != ncclSuccess) {
+    std::lock_guard<std::mutex> lock(rma.winMu);
+    rma.windows[w->index] = nullptr;
+    delete w;
+    return r;
+  }
+  for (const Entry& e : all) w->sizes.push_back(e.size);  // peers only put after their allgather: read-only now
+  *out = w;
+  return ncclSuccess;
+}
+
+ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
+  Rma& rma = *comm->rma;
+  // Every rank says how many messages it sent to each; each then waits until
+  // all that were sent to it have landed, so none is dropped with the window.
+  const int n = comm->nranks;
+  std::vector<uint64_t> sent(static_cast<size_t>(n) * n);
+  std::vector<uint64_t> mine = rma.sentCounts();
+  std::copy(mine.begin(), mine.end(), sent.begin() + static_cast<size_t>(comm->rank) * n);
+  NCCLCHECK(comm->bootstrap->allgather(sent.data(), n * sizeof(uint64_t)));
+  std::vector<uint64_t> toMe(n);
+  for (int q = 0; q < n; ++q) toMe[q] = sent[static_cast<size_t>(q) * n + comm->rank];
+  NCCLCHECK(rma.landed(toMe, "ncclCommWindowDeregister"));
+  {
+    std::lock_guard<std::mutex> lock(rma.winMu);
+    rma.windows[win->index] = nullptr;  // indices stay: they name windows on every rank
+  }
+  win->magic = 0;
+  delete win;
+  return ncclSuccess;
+}
+
+ncclResult_t rmaPut(ncclComm* comm, int peer, const ncclWindow_vidmem* win, size_t offset, const void* data,
+                    size_t bytes, const char* opName) {
+  return comm->rma->put(peer, win, offset, data, bytes, opName);
+}
+
+ncclResult_t rmaWait(ncclComm* comm, const ncclWaitSignalDesc_t* descs, int n) { return comm->rma->wait(descs, n); }
+
+void rmaStop(ncclComm* comm) {
+  if (!comm->rma) return;
+  comm->rma->stop();
+  std::lock_guard<std::mutex> lock(comm->rma->winMu);
+  for (ncclWindow_vidmem*& w : comm->rma->windows) {
+    if (!w) continue;
+    w->magic = 0;
+    delete w;
+    w = nullptr;
+  }
+}
+
+}  // namespace accl

@@ -1,0 +1,60 @@
+// One-sided operations on registered windows (ncclCommWindowRegister,
+// ncclPutSignal, ncclSignal, ncclWaitSignal), in host memory.
+//
+// A put must land without the target calling anything, so each communicator
+// that registered a window runs a receiver thread: it drains one connection
+// from every peer (tag kTagRma: shm within a host, sockets between hosts),
+// copies each put into the window it names and then counts the signal. A put
+// is a header slot (window, offset, bytes, signal) and the data slots behind
+// it, in order on one FIFO, so a signal is counted only after its data landed.
+// The sender writes into the FIFO from its own thread and returns once the
+// data is there; ncclWaitSignal waits (bounded) for the counts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "nccl.h"
+
+struct ncclComm;
+
+// What an ncclWindow_t points to: this rank's registration, and every rank's
+// size (registrations are collective, so `index` names it on every rank).
+struct ncclWindow_vidmem {
+  uint64_t magic;
+  ncclComm* comm;
+  int index;
+  void* base;
+  size_t size;
+  std::vector<size_t> sizes;  // by rank
+  int flags;
+};
+
+namespace accl {
+
+constexpr uint64_t kWindowMagic = 0x776f646e69772d61ull;  // "a-window"
+
+class Rma;
+struct RmaDeleter {
+  void operator()(Rma* r) const;
+};
+using RmaPtr = std::unique_ptr<Rma, RmaDeleter>;
+
+// Collective: every rank registers its buffer; the first registration also
+// connects every pair of ranks and starts the receiver thread.
+ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncclWindow_vidmem** out);
+// Collective: waits until this rank's puts have landed everywhere, then every
+// rank drops the window.
+ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win);
+// Writes `bytes` from `data` into `peer`'s part of `win` at `offset` (none when
+// win is NULL and bytes 0: a bare signal), then raises one signal there.
+ncclResult_t rmaPut(ncclComm* comm, int peer, const ncclWindow_vidmem* win, size_t offset, const void* data,
+                    size_t bytes, const char* opName);
+// Waits until each entry's peer has raised opCnt more signals, and consumes them.
+ncclResult_t rmaWait(ncclComm* comm, const ncclWaitSignalDesc_t* descs, int n);
+// commFree: stops the receiver thread before the connections go.
+void rmaStop(ncclComm* comm);
+
+}  // namespace accl

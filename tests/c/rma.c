@@ -1,0 +1,163 @@
+/* Windows and one-sided operations (host memory): `rma threads N` runs N ranks
+ * as threads of one process, `rma procs N` as N processes (rank 0 forks the
+ * others first; with RMA_HOST_PER_RANK=1 each process is its own NCCL_HOSTID, so the
+ * puts cross sockets). Every rank puts a block into every rank's window (its
+ * own included) and a multi-slot block into the next rank's second window,
+ * then waits for the signals and checks every byte; bare signals; argument
+ * errors; collective deregistration; a wait that times out (ACCL_TIMEOUT must
+ * be small). Prints "OK" from rank 0 at the end. */
+#define _POSIX_C_SOURCE 200809L
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAXR 8
+#define BLOCK 1000             /* floats each rank puts into each window */
+#define BIG (3 * 1024 * 1024 + 5) /* bytes: several FIFO slots, an odd tail */
+
+static ncclUniqueId id;
+static int nranks;
+
+#define CHECK(cond, ...)                                       \
+  do {                                                         \
+    if (!(cond)) {                                             \
+      printf("FAILED rank %d: ", rank);                        \
+      printf(__VA_ARGS__);                                     \
+      printf(" (%s)\n", ncclGetLastError(NULL));               \
+      fflush(stdout);                                          \
+      exit(1);                                                 \
+    }                                                          \
+  } while (0)
+
+static unsigned char bigByte(int from, size_t i) { return (unsigned char)((from * 31 + i * 7) & 0xff); }
+
+static void* runRank(void* arg) {
+  int rank = (int)(long)arg;
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+
+  size_t wbytes = (size_t)nranks * BLOCK * sizeof(float);
+  float* wbuf = malloc(wbytes);
+  unsigned char* big = malloc(BIG);
+  unsigned char* bigIn = malloc(BIG);
+  for (size_t i = 0; i < (size_t)nranks * BLOCK; ++i) wbuf[i] = -1;
+  memset(bigIn, 0, BIG);
+  for (size_t i = 0; i < BIG; ++i) big[i] = bigByte(rank, i);
+  ncclWindow_t win, win2;
+  CHECK(ncclCommWindowRegister(comm, wbuf, wbytes, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
+  CHECK(ncclCommWindowRegister(comm, bigIn, BIG, &win2, NCCL_WIN_DEFAULT) == ncclSuccess, "register 2");
+  void* user = NULL;
+  CHECK(ncclWinGetUserPtr(comm, win, &user) == ncclSuccess && user == wbuf, "ncclWinGetUserPtr");
+
+  /* Every rank's block into every window, at its own offset; the big one to the next rank. */
+  float block[BLOCK];
+  for (int i = 0; i < BLOCK; ++i) block[i] = (float)(rank * 1000 + i);
+  for (int p = 0; p < nranks; ++p) {
+    int to = (rank + p) % nranks; /* start with another rank than everyone else */
+    CHECK(ncclPutSignal(block, BLOCK, ncclFloat32, to, win, (size_t)rank * BLOCK * sizeof(float), 0, 0, 0, comm,
+                        NULL) == ncclSuccess, "put to %d", to);
+  }
+  CHECK(ncclPutSignal(big, BIG, ncclUint8, next, win2, 0, 0, 0, 0, comm, NULL) == ncclSuccess, "big put");
+  ncclWaitSignalDesc_t d[MAXR];
+  for (int p = 0; p < nranks; ++p) {
+    d[p].opCnt = 1 + (p == prev);
+    d[p].peer = p;
+    d[p].sigIdx = 0;
+    d[p].ctx = 0;
+  }
+  CHECK(ncclWaitSignal(nranks, d, comm, NULL) == ncclSuccess, "wait");
+  for (int q = 0; q < nranks; ++q)
+    for (int i = 0; i < BLOCK; ++i)
+      CHECK(wbuf[q * BLOCK + i] == (float)(q * 1000 + i), "window[%d][%d] = %g", q, i, wbuf[q * BLOCK + i]);
+  for (size_t i = 0; i < BIG; ++i) CHECK(bigIn[i] == bigByte(prev, i), "big byte %zu from %d", i, prev);
+
+  /* Bare signals around the ring, twice, then one wait for both. */
+  CHECK(ncclSignal(next, 0, 0, 0, comm, NULL) == ncclSuccess, "signal");
+  CHECK(ncclSignal(next, 0, 0, 0, comm, NULL) == ncclSuccess, "signal");
+  ncclWaitSignalDesc_t two = {2, prev, 0, 0};
+  CHECK(ncclWaitSignal(1, &two, comm, NULL) == ncclSuccess, "wait for 2 signals");
+
+  /* Bad arguments: a clear error, nothing sent. */
+  CHECK(ncclPutSignal(block, BLOCK, ncclFloat32, next, win, wbytes - 4, 0, 0, 0, comm, NULL) == ncclInvalidArgument,
+        "a put past the window's end was accepted");
+  CHECK(ncclPutSignal(block, 1, ncclFloat32, next, win, 0, 1, 0, 0, comm, NULL) == ncclInvalidArgument,
+        "sigIdx 1 accepted");
+  CHECK(ncclPutSignal(block, 1, ncclFloat32, nranks, win, 0, 0, 0, 0, comm, NULL) == ncclInvalidArgument,
+        "peer nranks accepted");
+  CHECK(ncclPutSignal(block, 1, ncclFloat32, next, (ncclWindow_t)block, 0, 0, 0, 0, comm, NULL) ==
+            ncclInvalidArgument, "a bogus window accepted");
+  CHECK(ncclSignal(next, 0, 0, 1, comm, NULL) == ncclInvalidArgument, "flags 1 accepted");
+  ncclWaitSignalDesc_t bad = {1, -1, 0, 0};
+  CHECK(ncclWaitSignal(1, &bad, comm, NULL) == ncclInvalidArgument, "peer -1 accepted");
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(ncclSignal(next, 0, 0, 0, comm, NULL) == ncclInvalidUsage, "a signal inside a group accepted");
+  CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+
+  /* Deregistration is collective; collectives go on afterwards. */
+  CHECK(ncclCommWindowDeregister(comm, win2) == ncclSuccess, "deregister 2");
+  CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, "deregister");
+  float x = (float)rank;
+  CHECK(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess, "allreduce");
+  CHECK(x == (float)(nranks * (nranks - 1) / 2), "allreduce %g", x);
+
+  /* A signal that never comes: ncclTimeout after ACCL_TIMEOUT. */
+  ncclWaitSignalDesc_t never = {1, rank, 0, 0};
+  CHECK(ncclWaitSignal(1, &never, comm, NULL) == ncclTimeout, "a wait for a signal nobody sends did not time out");
+  ncclCommDestroy(comm);
+  free(wbuf);
+  free(big);
+  free(bigIn);
+  return NULL;
+}
+
+/* A process rank: its own "host" when asked, then the id from rank 0 through a pipe. */
+static void setHost(int rank) {
+  if (!getenv("RMA_HOST_PER_RANK")) return;
+  char host[32];
+  snprintf(host, sizeof host, "rma-host-%d", rank);
+  setenv("NCCL_HOSTID", host, 1); /* before the library reads its parameters */
+}
+
+int main(int argc, char** argv) {
+  int rank = 0;
+  CHECK(argc == 3 && atoi(argv[2]) >= 1 && atoi(argv[2]) <= MAXR, "usage: rma threads|procs N (N <= %d)", MAXR);
+  nranks = atoi(argv[2]);
+  if (strcmp(argv[1], "threads") == 0) {
+    CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    pthread_t t[MAXR];
+    for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
+    for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
+  } else {
+    /* Fork before any NCCL call, so that each process reads its own NCCL_HOSTID. */
+    pid_t kids[MAXR];
+    int pipes[MAXR][2];
+    for (int r = 1; r < nranks; ++r) {
+      CHECK(pipe(pipes[r]) == 0, "pipe");
+      kids[r] = fork();
+      if (kids[r] == 0) {
+        rank = r;
+        setHost(r);
+        CHECK(read(pipes[r][0], &id, sizeof id) == (ssize_t)sizeof id, "reading the id");
+        runRank((void*)(long)r);
+        fflush(stdout);
+        _exit(0);
+      }
+    }
+    setHost(0);
+    CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    for (int r = 1; r < nranks; ++r) CHECK(write(pipes[r][1], &id, sizeof id) == (ssize_t)sizeof id, "sending the id");
+    runRank((void*)0L);
+    for (int r = 1; r < nranks; ++r) {
+      int status = 0;
+      waitpid(kids[r], &status, 0);
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d exited with status %d", r, status);
+    }
+  }
+  printf("OK: %d ranks\n", nranks);
+  return 0;
+}
