@@ -39,6 +39,7 @@ from .communicator import (
     Communicator,
     PreMulSum,
     Registration,
+    Window,
     get_unique_id,
     mem_alloc,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "PreMulSum",
     "Registration",
     "SPLIT_NOCOLOR",
+    "Window",
     "bfloat16",
     "float8_e4m3fn",
     "float8_e5m2",

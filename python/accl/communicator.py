@@ -152,6 +152,31 @@ class Registration:
         self.deregister()
 
 
+class Window:
+    """This rank's part of a window made by Communicator.register_window
+    (ncclCommWindowRegister, collective). Peers write into `array` with
+    put_signal. deregister() (collective) or leaving a `with` block calls
+    ncclCommWindowDeregister. Keeps the array alive until then."""
+
+    def __init__(self, comm: Communicator, array: np.ndarray, handle: int):
+        self._comm, self.array, self.handle = comm, array, handle
+        self.registered = True
+
+    def deregister(self) -> None:
+        if not self.registered:
+            return
+        self.registered = False
+        if not self._comm.closed:
+            _accl.window_deregister(self._comm._comm, self.handle)
+        self.array = None
+
+    def __enter__(self) -> Window:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.deregister()
+
+
 class Communicator:
     """One rank of a communicator of `nranks` ranks that share `uid`.
 
@@ -651,6 +676,39 @@ class Communicator:
         if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
             raise ValueError("register needs a C-contiguous numpy.ndarray")
         return Registration(self, array, _accl.comm_register(comm, as_c_array(array)))
+
+    # -- windows and one-sided operations (host arrays) ----------------------
+    def register_window(self, array: np.ndarray, symmetric: bool = True) -> Window:
+        """ncclCommWindowRegister of a writeable C-contiguous host array
+        (collective: every rank registers its own, in the same order)."""
+        comm = self._live("register_window")
+        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous or not array.flags.writeable:
+            raise ValueError("register_window needs a writeable C-contiguous numpy.ndarray")
+        flags = 1 if symmetric else 0  # NCCL_WIN_COLL_SYMMETRIC
+        return Window(self, array, _accl.window_register(comm, as_c_array(array), flags))
+
+    def put_signal(self, array: Any, peer: int, window: Window, offset: int = 0) -> None:
+        """ncclPutSignal: writes `array` into rank `peer`'s part of `window`,
+        `offset` bytes in, then raises one signal there (wait_signal on the
+        peer sees the data once it sees the signal). Returns once the data is
+        on its way; the peer does not call anything."""
+        comm = self._live("put_signal")
+        if not isinstance(window, Window) or window._comm is not self or not window.registered:
+            raise ValueError("put_signal needs a registered Window of this communicator")
+        arr = self._input(array, "array")
+        _accl.put_signal(comm, as_c_array(arr), arr.size, datatype_code(arr.dtype), operator.index(peer),
+                         window.handle, operator.index(offset))
+
+    def signal(self, peer: int) -> None:
+        """ncclSignal: one signal to rank `peer`, after the puts sent to it before."""
+        _accl.signal(self._live("signal"), operator.index(peer))
+
+    def wait_signal(self, counts: Any) -> None:
+        """ncclWaitSignal: blocks until each peer has raised as many more
+        signals as asked, and consumes them. counts: {peer: n} or (peer, n) pairs."""
+        comm = self._live("wait_signal")
+        pairs = counts.items() if hasattr(counts, "items") else counts
+        _accl.wait_signal(comm, [(operator.index(p), operator.index(n)) for p, n in pairs])
 
     # -- lifetime -----------------------------------------------------------
     def async_error(self) -> Result:

@@ -45,6 +45,8 @@ namespace nb = nanobind;
   X(ncclCommRegister) \
   X(ncclCommSplit) \
   X(ncclCommUserRank) \
+  X(ncclCommWindowDeregister) \
+  X(ncclCommWindowRegister) \
   X(ncclGather) \
   X(ncclGetErrorString) \
   X(ncclGetLastError) \
@@ -55,13 +57,16 @@ namespace nb = nanobind;
   X(ncclGroupStart) \
   X(ncclMemAlloc) \
   X(ncclMemFree) \
+  X(ncclPutSignal) \
   X(ncclRecv) \
   X(ncclRedOpCreatePreMulSum) \
   X(ncclRedOpDestroy) \
   X(ncclReduce) \
   X(ncclReduceScatter) \
   X(ncclScatter) \
-  X(ncclSend)
+  X(ncclSend) \
+  X(ncclSignal) \
+  X(ncclWaitSignal)
 
 struct Api {
 #define ACCL_PY_FIELD(name) decltype(&::name) name = nullptr;
@@ -116,5 +121,6 @@ void register_info(nb::module_& m);
 void register_comm(nb::module_& m);
 void register_coll(nb::module_& m);
 void register_tuner(nb::module_& m);
+void register_rma(nb::module_& m);
 
 }  // namespace accl_py
