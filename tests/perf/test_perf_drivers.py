@@ -294,3 +294,19 @@ def test_mpi_processes(perf_bin):
     t.assert_clean()
     assert [int(d.split()[2]) for d in t.devices] == [0, 1, 2, 3]
     assert len({d.split()[6] for d in t.devices}) == 2  # two processes (pids)
+
+
+def test_membw_prints_a_row_per_size(perf_bin):
+    # The memory-limit probe docs/perf.md reads busbw against: one row per
+    # size, positive rates, the total of 2 threads about twice one thread's.
+    p = run(perf_bin / "membw", "-t", "2", "-b", "64K", "-e", "256K", "-f", "4", timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [line.split() for line in p.stdout.splitlines() if line.strip() and not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [65536, 262144]
+    for r in rows:
+        per_copy, total_copy, per_add, total_add = map(float, r[1:])
+        assert per_copy > 0 and per_add > 0
+        assert total_copy == pytest.approx(2 * per_copy, rel=0.01)
+        assert total_add == pytest.approx(2 * per_add, rel=0.01)
+    bad = run(perf_bin / "membw", "-x", "1", timeout=30)
+    assert bad.returncode == 2 and "usage" in bad.stderr
