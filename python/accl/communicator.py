@@ -155,8 +155,11 @@ class Registration:
 class Window:
     """This rank's part of a window made by Communicator.register_window
     (ncclCommWindowRegister, collective). Peers write into `array` with
-    put_signal. deregister() (collective) or leaving a `with` block calls
-    ncclCommWindowDeregister. Keeps the array alive until then."""
+    put_signal. deregister() (collective) or leaving a `with` block normally
+    calls ncclCommWindowDeregister. A block that raises leaves it registered:
+    deregistration is collective and the other ranks may never get there, so
+    the window goes with the communicator (abort or destroy). The array stays
+    alive until then."""
 
     def __init__(self, comm: Communicator, array: np.ndarray, handle: int):
         self._comm, self.array, self.handle = comm, array, handle
@@ -165,16 +168,18 @@ class Window:
     def deregister(self) -> None:
         if not self.registered:
             return
-        self.registered = False
         if not self._comm.closed:
-            _accl.window_deregister(self._comm._comm, self.handle)
+            _accl.window_deregister(self._comm._comm, self.handle)  # raises: still registered
+        self.registered = False
+        self._comm._windows.discard(self)
         self.array = None
 
     def __enter__(self) -> Window:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.deregister()
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.deregister()
 
 
 class Communicator:
@@ -219,6 +224,7 @@ class Communicator:
 
     def _setup(self, call: str) -> None:
         self._init_call = call
+        self._windows: set = set()  # registered Windows (their arrays stay alive until deregistered)
         self._rank = self._size = self._device = None
         group = _group.current()
         if group is not None:  # queued: initialised at the group's end
@@ -685,7 +691,11 @@ class Communicator:
         if not isinstance(array, np.ndarray) or not array.flags.c_contiguous or not array.flags.writeable:
             raise ValueError("register_window needs a writeable C-contiguous numpy.ndarray")
         flags = 1 if symmetric else 0  # NCCL_WIN_COLL_SYMMETRIC
-        return Window(self, array, _accl.window_register(comm, as_c_array(array), flags))
+        win = Window(self, array, _accl.window_register(comm, as_c_array(array), flags))
+        # Peers may write into the array until it is deregistered, even when the
+        # caller drops the Window: the communicator holds it until then.
+        self._windows.add(win)
+        return win
 
     def put_signal(self, array: Any, peer: int, window: Window, offset: int = 0) -> None:
         """ncclPutSignal: writes `array` into rank `peer`'s part of `window`,
@@ -723,10 +733,12 @@ class Communicator:
     def destroy(self) -> None:
         """ncclCommDestroy: release this rank's resources. No-op once closed."""
         self._comm.destroy()
+        self._windows.clear()  # the library has let go of them
 
     def abort(self) -> None:
         """ncclCommAbort: stop outstanding work and release resources. No-op once closed."""
         self._comm.abort()
+        self._windows.clear()
 
     def __enter__(self) -> Communicator:
         return self

@@ -47,7 +47,13 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
   if (!t.slots) {
     void* p = nullptr;
     CUDACHECK(cudaMalloc(&p, n * sizeof(DevDirectSlot)), "cudaMalloc (direct table)", comm);
-    cudaError_t e = cudaMemset(p, 0, n * sizeof(DevDirectSlot));
+    // Zeroed on a stream of its own and waited for: the first kernels may run
+    // on non-blocking streams, which the legacy stream does not order.
+    cudaStream_t zs = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&zs, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, n * sizeof(DevDirectSlot), zs);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(zs);
+    if (zs) (void)cudaStreamDestroy(zs);
     if (e != cudaSuccess) {
       (void)cudaFree(p);
       tables().erase(comm->commHash);

@@ -11,12 +11,15 @@
 #include "coll/steps.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "device/dev_comm.h"
 
 namespace accl {
 namespace {
 
 constexpr uint32_t kHeaderMagic = 0x616d7261;  // "arma"
 constexpr int kNoWindow = -1;                  // a bare signal
+// What a rank does in a window allgather (so that mismatched calls are caught).
+constexpr uint64_t kRegister = 0x6765722d6e6977ull, kDeregister = 0x6765726465642d6eull;
 
 // The first slot of every message.
 struct Header {
@@ -24,6 +27,13 @@ struct Header {
   int32_t window;  // index, or kNoWindow
   uint64_t offset;
   uint64_t bytes;
+};
+
+// Counts a waiting thread for as long as it lives.
+struct Waiting {
+  explicit Waiting(std::atomic<int>* n) : n_(n) { n_->fetch_add(1); }
+  ~Waiting() { n_->fetch_sub(1); }
+  std::atomic<int>* n_;
 };
 
 }  // namespace
@@ -67,6 +77,7 @@ class Rma {
   std::vector<std::unique_ptr<std::mutex>> sendMu_;  // one sender at a time per peer
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> waiters_{0};  // threads in wait() or landed(): the receiver then watches the peers
   std::mutex sigMu_;
   std::condition_variable sigCv_;
   std::vector<uint64_t> arrived_, consumed_;  // messages (= signals) by peer (guarded by sigMu_)
@@ -128,31 +139,41 @@ ncclResult_t Rma::startMessage(int peer, const char* slot, Inbound* in) {
 }
 
 // The receiver thread: whatever arrived on any peer's connection, in order.
+// While idle and someone waits for signals, it checks about every 100 ms that
+// no peer failed (abort flags, closed connections, dead processes), so that the
+// waiter learns of it at once instead of at its deadline. (Not while nobody
+// waits: a peer that destroys its communicator first is no failure then.)
+// Waiting for messages is normal here, so there is no deadline.
 void Rma::receive() {
   Steps steps(comm_, "ncclPutSignal (receiving)");
   std::vector<Inbound> in(comm_->nranks);
   Backoff backoff;
+  auto lastCheck = std::chrono::steady_clock::now();
+  auto failed = [&] {
+    std::lock_guard<std::mutex> lock(sigMu_);
+    sigCv_.notify_all();  // waiters see the communicator's error
+  };
   while (!stopping_.load(std::memory_order_relaxed)) {
     bool moved = false;
     for (int p = 0; p < comm_->nranks; ++p) {
       Connection* c = recvs_[p];
       if (!c) continue;
       Inbound& m = in[p];
-      while (steps.recvReady(c)) {
+      while (!stopping_.load(std::memory_order_relaxed) && steps.recvReady(c)) {
         const char* data = nullptr;
         if (!m.inHeader) {
-          if (steps.recvSlot(c, sizeof(Header), &data) != ncclSuccess) return;  // reported, comm failed
+          if (steps.recvSlot(c, sizeof(Header), &data) != ncclSuccess) return failed();  // reported
           ncclResult_t r = startMessage(p, data, &m);
           steps.release(c);
           if (r == ncclInternalError) {
             commSetError(comm_, r);
-            return;
+            return failed();
           }
           if (r != ncclSuccess) commSetError(comm_, r);
           m.inHeader = true;
         } else {
           const size_t n = std::min<size_t>(c->fifo.slotBytes, m.h.bytes - m.done);
-          if (steps.recvSlot(c, n, &data) != ncclSuccess) return;
+          if (steps.recvSlot(c, n, &data) != ncclSuccess) return failed();
           if (m.dst) memcpy(m.dst + m.done, data, n);
           steps.release(c);
           m.done += n;
@@ -164,8 +185,25 @@ void Rma::receive() {
         moved = true;
       }
     }
-    if (moved) backoff.reset();
-    else backoff.pause();
+    if (moved) {
+      backoff.reset();
+      continue;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (waiters_.load() > 0 && now - lastCheck > std::chrono::milliseconds(100) && !comm_->abortFlag.load()) {
+      lastCheck = now;
+      Steps probe(comm_, "ncclWaitSignal (receiving)");  // a fresh deadline: only the failure checks count
+      for (Connection* c : recvs_) {
+        if (!c) continue;
+        ncclResult_t r = probe.check(c);
+        if (r == ncclSuccess && c->peerPid > 0 && !processAlive(c->peerPid)) {
+          comm_->failedRank.store(c->peer);
+          r = probe.fail(c, ncclRemoteError, "failed: the peer process has died");
+        }
+        if (r != ncclSuccess) return failed();  // reported: the communicator is failed
+      }
+    }
+    backoff.pause();
   }
 }
 
@@ -198,33 +236,39 @@ ncclResult_t Rma::put(int peer, const ncclWindow_vidmem* win, size_t offset, con
   return ncclSuccess;
 }
 
+// Consumes nothing unless every entry is satisfied, so a failed wait loses no signal.
 ncclResult_t Rma::wait(const ncclWaitSignalDesc_t* descs, int n) {
+  std::vector<uint64_t> need(comm_->nranks, 0);
+  for (int i = 0; i < n; ++i) need[descs[i].peer] += static_cast<uint64_t>(descs[i].opCnt);
   Deadline deadline(&comm_->abortFlag);
-  for (int i = 0; i < n; ++i) {
-    const ncclWaitSignalDesc_t& d = descs[i];
-    std::unique_lock<std::mutex> lock(sigMu_);
-    while (arrived_[d.peer] - consumed_[d.peer] < static_cast<uint64_t>(d.opCnt)) {
-      int async = comm_->asyncError.load();
-      if (async != ncclSuccess && async != ncclInProgress) {
-        WARN("ncclWaitSignal (%s, rank %d): the communicator failed while waiting for %d signal(s) from rank %d",
-             comm_->name.c_str(), comm_->rank, d.opCnt, d.peer);
-        return static_cast<ncclResult_t>(async);
-      }
-      if (deadline.aborted() || stopping_.load()) {
-        WARN("ncclWaitSignal (%s, rank %d): the communicator was aborted", comm_->name.c_str(), comm_->rank);
-        return ncclInvalidUsage;
-      }
-      if (deadline.expired()) {
-        WARN("ncclWaitSignal (%s, rank %d of %d): timed out (ACCL_TIMEOUT) waiting for %d signal(s) from rank %d "
-             "(%llu arrived so far)", comm_->name.c_str(), comm_->rank, comm_->nranks, d.opCnt, d.peer,
-             static_cast<unsigned long long>(arrived_[d.peer] - consumed_[d.peer]));
-        commSetError(comm_, ncclTimeout);
-        return ncclTimeout;
-      }
-      sigCv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs(10)));
+  Waiting waiting(&waiters_);
+  std::unique_lock<std::mutex> lock(sigMu_);
+  for (;;) {
+    int short_ = -1;  // the first peer still owing signals
+    for (int p = 0; p < comm_->nranks && short_ < 0; ++p)
+      if (arrived_[p] - consumed_[p] < need[p]) short_ = p;
+    if (short_ < 0) break;
+    int async = comm_->asyncError.load();
+    if (async != ncclSuccess && async != ncclInProgress) {
+      WARN("ncclWaitSignal (%s, rank %d): the communicator failed while waiting for signals from rank %d",
+           comm_->name.c_str(), comm_->rank, short_);
+      return static_cast<ncclResult_t>(async);
     }
-    consumed_[d.peer] += static_cast<uint64_t>(d.opCnt);
+    if (deadline.aborted() || stopping_.load()) {
+      WARN("ncclWaitSignal (%s, rank %d): the communicator was aborted", comm_->name.c_str(), comm_->rank);
+      return ncclInvalidUsage;
+    }
+    if (deadline.expired()) {
+      WARN("ncclWaitSignal (%s, rank %d of %d): timed out (ACCL_TIMEOUT) waiting for %llu signal(s) from rank %d "
+           "(%llu arrived so far)", comm_->name.c_str(), comm_->rank, comm_->nranks,
+           static_cast<unsigned long long>(need[short_]), short_,
+           static_cast<unsigned long long>(arrived_[short_] - consumed_[short_]));
+      commSetError(comm_, ncclTimeout);
+      return ncclTimeout;
+    }
+    sigCv_.wait_for(lock, std::chrono::milliseconds(deadline.pollMs(10)));
   }
+  for (int p = 0; p < comm_->nranks; ++p) consumed_[p] += need[p];
   return ncclSuccess;
 }
 
@@ -235,6 +279,7 @@ std::vector<uint64_t> Rma::sentCounts() {
 
 ncclResult_t Rma::landed(const std::vector<uint64_t>& expected, const char* opName) {
   Deadline deadline(&comm_->abortFlag);
+  Waiting waiting(&waiters_);
   std::unique_lock<std::mutex> lock(sigMu_);
   for (int q = 0; q < comm_->nranks; ++q) {
     while (arrived_[q] < expected[q]) {
@@ -255,9 +300,11 @@ ncclResult_t Rma::landed(const std::vector<uint64_t>& expected, const char* opNa
 ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncclWindow_vidmem** out) {
   // Every rank's size, and a check that all ranks are at the same registration.
   struct Entry {
-    uint64_t size;
+    uint64_t what;  // kRegister
     int64_t index;
+    uint64_t size;
   };
+  NCCLCHECK(devBeforeHostOp(comm));  // staged device work also makes connections
   if (!comm->rma) {
     comm->rma.reset(new Rma(comm));
     ncclResult_t r = comm->rma->connect();
@@ -276,10 +323,10 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
     w->index = static_cast<int>(rma.windows.size());
     rma.windows.push_back(w);
   }
-  all[comm->rank] = Entry{size, w->index};
+  all[comm->rank] = Entry{kRegister, w->index, size};
   ncclResult_t r = comm->bootstrap->allgather(all.data(), sizeof(Entry));
   for (int q = 0; r == ncclSuccess && q < comm->nranks; ++q) {
-    if (all[q].index != w->index) {
+    if (all[q].what != kRegister || all[q].index != w->index) {
       WARN("ncclCommWindowRegister (%s, rank %d): rank %d is at its registration #%lld but this rank at #%d: "
            "every rank must register (and deregister) windows in the same order", comm->name.c_str(), comm->rank, q,
            static_cast<long long>(all[q].index), w->index);
@@ -299,15 +346,30 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
 
 ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
   Rma& rma = *comm->rma;
-  // Every rank says how many messages it sent to each; each then waits until
-  // all that were sent to it have landed, so none is dropped with the window.
+  // Every rank says which window it drops and how many messages it sent to
+  // each rank; each then waits until all sent to it have landed, so none is
+  // dropped with the window. Row of rank q: kDeregister, index, sent[0..n-1].
+  NCCLCHECK(devBeforeHostOp(comm));
   const int n = comm->nranks;
-  std::vector<uint64_t> sent(static_cast<size_t>(n) * n);
+  const size_t row = static_cast<size_t>(n) + 2;
+  std::vector<uint64_t> all(row * n);
   std::vector<uint64_t> mine = rma.sentCounts();
-  std::copy(mine.begin(), mine.end(), sent.begin() + static_cast<size_t>(comm->rank) * n);
-  NCCLCHECK(comm->bootstrap->allgather(sent.data(), n * sizeof(uint64_t)));
+  uint64_t* me = all.data() + row * comm->rank;
+  me[0] = kDeregister;
+  me[1] = static_cast<uint64_t>(win->index);
+  std::copy(mine.begin(), mine.end(), me + 2);
+  NCCLCHECK(comm->bootstrap->allgather(all.data(), row * sizeof(uint64_t)));
   std::vector<uint64_t> toMe(n);
-  for (int q = 0; q < n; ++q) toMe[q] = sent[static_cast<size_t>(q) * n + comm->rank];
+  for (int q = 0; q < n; ++q) {
+    const uint64_t* theirs = all.data() + row * q;
+    if (theirs[0] != kDeregister || theirs[1] != me[1]) {
+      WARN("ncclCommWindowDeregister (%s, rank %d): rank %d is not deregistering window #%d at the same time "
+           "(every rank must register and deregister windows in the same order)", comm->name.c_str(), comm->rank,
+           q, win->index);
+      return ncclInvalidUsage;
+    }
+    toMe[q] = theirs[2 + comm->rank];
+  }
   NCCLCHECK(rma.landed(toMe, "ncclCommWindowDeregister"));
   {
     std::lock_guard<std::mutex> lock(rma.winMu);

@@ -5,7 +5,9 @@
  * own included) and a multi-slot block into the next rank's second window,
  * then waits for the signals and checks every byte; bare signals; argument
  * errors; collective deregistration; a wait that times out (ACCL_TIMEOUT must
- * be small). Prints "OK" from rank 0 at the end. */
+ * be small). Prints "OK" from rank 0 at the end. `rma dead N`: processes; every
+ * rank but 0 registers a window and exits, and rank 0's wait for their signals
+ * must fail fast with the dead rank named, not at ACCL_TIMEOUT. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAXR 8
@@ -115,6 +118,30 @@ static void* runRank(void* arg) {
   return NULL;
 }
 
+/* `rma dead`: the ranks other than 0 leave without a word. */
+static void* deadPeer(void* arg) {
+  int rank = (int)(long)arg;
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
+  static char buf[4096];
+  ncclWindow_t win;
+  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+  if (rank != 0) {
+    fflush(stdout);
+    _exit(0); /* no signal, no destroy */
+  }
+  ncclWaitSignalDesc_t d = {1, 1, 0, 0};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ncclResult_t r = ncclWaitSignal(1, &d, comm, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK(r == ncclRemoteError, "a wait for a dead rank returned %d", r);
+  CHECK(t1.tv_sec - t0.tv_sec < 10, "the wait took %ld s to see the dead rank", (long)(t1.tv_sec - t0.tv_sec));
+  ncclCommAbort(comm);
+  printf("OK: dead peer seen after %.2f s\n", (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+  return NULL;
+}
+
 /* A process rank: its own "host" when asked, then the id from rank 0 through a pipe. */
 static void setHost(int rank) {
   if (!getenv("RMA_HOST_PER_RANK")) return;
@@ -133,6 +160,7 @@ int main(int argc, char** argv) {
     for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
     for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
   } else {
+    void* (*body)(void*) = strcmp(argv[1], "dead") == 0 ? deadPeer : runRank;
     /* Fork before any NCCL call, so that each process reads its own NCCL_HOSTID. */
     pid_t kids[MAXR];
     int pipes[MAXR][2];
@@ -143,7 +171,7 @@ int main(int argc, char** argv) {
         rank = r;
         setHost(r);
         CHECK(read(pipes[r][0], &id, sizeof id) == (ssize_t)sizeof id, "reading the id");
-        runRank((void*)(long)r);
+        body((void*)(long)r);
         fflush(stdout);
         _exit(0);
       }
@@ -151,7 +179,7 @@ int main(int argc, char** argv) {
     setHost(0);
     CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
     for (int r = 1; r < nranks; ++r) CHECK(write(pipes[r][1], &id, sizeof id) == (ssize_t)sizeof id, "sending the id");
-    runRank((void*)0L);
+    body((void*)0L);
     for (int r = 1; r < nranks; ++r) {
       int status = 0;
       waitpid(kids[r], &status, 0);

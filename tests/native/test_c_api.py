@@ -165,3 +165,17 @@ def test_windows_and_one_sided_operations(c_program, mode, nranks, hosts):
     assert f"OK: {nranks} ranks" in p.stdout
     assert p.stderr.count("timed out (ACCL_TIMEOUT) waiting for 1 signal(s)") == nranks, p.stderr[-4000:]
     assert "peer -1 is outside" in p.stderr and "inside ncclGroupStart/ncclGroupEnd" in p.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("hosts", [False, True], ids=["shm", "sockets"])
+def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
+    # Ranks 1 and 2 register a window and exit; rank 0's ncclWaitSignal must end
+    # with ncclRemoteError naming a dead rank within seconds, not at ACCL_TIMEOUT (60).
+    env = {"ACCL_TIMEOUT": "60", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
+    if hosts:
+        env["RMA_HOST_PER_RANK"] = "1"
+    p = run(c_program("rma"), "dead", 3, env=env, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert "OK: dead peer seen after" in p.stdout
+    assert re.search(r"receiving from rank [12] .* failed", p.stderr), p.stderr[-4000:]
