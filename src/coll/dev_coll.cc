@@ -298,6 +298,7 @@ bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops) {
     if (!a.onDevice) return false;
     if (comm->nhosts > 1) continue;  // staged: queued on the stream, run by the proxy
     if (!isP2p(a.kind) || a.root == comm->rank) continue;  // collectives use the ring made at setup
+    std::lock_guard<std::recursive_mutex> lock(const_cast<ncclComm*>(comm)->connMu);
     const auto& conns = a.kind == CollKind::Send ? comm->sendConns : comm->recvConns;
     if (!conns.count({a.root, kTagDevP2p})) return false;
   }

@@ -110,16 +110,19 @@ ncclResult_t commDrain(ncclComm* comm) {
 ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
                             int tag, std::vector<Connection*>* sends, std::vector<Connection*>* recvs) {
   std::vector<int> newSends, newRecvs;
-  for (int p : sendTo)
-    if (!comm->sendConns.count({p, tag})) newSends.push_back(p);
-  for (int p : recvFrom)
-    if (!comm->recvConns.count({p, tag})) newRecvs.push_back(p);
-  if (!newSends.empty() || !newRecvs.empty()) {
-    std::vector<ConnPtr> s, r;
-    NCCLCHECK(connectPeers(comm, newSends, newRecvs, tag, &s, &r));
-    for (auto& c : s) comm->sendConns[{c->peer, tag}] = std::move(c);
-    for (auto& c : r) comm->recvConns[{c->peer, tag}] = std::move(c);
+  {
+    std::lock_guard<std::recursive_mutex> lock(comm->connMu);
+    for (int p : sendTo)
+      if (!comm->sendConns.count({p, tag})) newSends.push_back(p);
+    for (int p : recvFrom)
+      if (!comm->recvConns.count({p, tag})) newRecvs.push_back(p);
   }
+  std::vector<ConnPtr> s, r;
+  // Not under connMu: this waits for the peers, and an abort must get through meanwhile.
+  if (!newSends.empty() || !newRecvs.empty()) NCCLCHECK(connectPeers(comm, newSends, newRecvs, tag, &s, &r));
+  std::lock_guard<std::recursive_mutex> lock(comm->connMu);
+  for (auto& c : s) comm->sendConns[{c->peer, tag}] = std::move(c);
+  for (auto& c : r) comm->recvConns[{c->peer, tag}] = std::move(c);
   if (sends) {
     sends->clear();
     for (int p : sendTo) sends->push_back(comm->sendConns[{p, tag}].get());
@@ -223,10 +226,19 @@ void commFree(ncclComm* comm) {
   for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
   devStop(comm);   // the proxy of staged device operations uses the connections
   rmaStop(comm);   // so does the receiver of one-sided operations
-  comm->ring.send.reset();
-  comm->ring.recv.reset();
-  comm->sendConns.clear();
-  comm->recvConns.clear();
+  {
+    // Taken out under connMu, destroyed outside it: a connection's destructor
+    // joins its proxy thread, which may be waiting for connMu in commSetError.
+    ConnPtr ringSend, ringRecv;
+    decltype(comm->sendConns) sends, recvs;
+    {
+      std::lock_guard<std::recursive_mutex> lock(comm->connMu);
+      ringSend.swap(comm->ring.send);
+      ringRecv.swap(comm->ring.recv);
+      sends.swap(comm->sendConns);
+      recvs.swap(comm->recvConns);
+    }
+  }
   comm->dev.reset();  // after the device connectors, whose release waits for the kernels
   for (Registration* r : comm->registrations) delete r;
   comm->bootstrap.reset();

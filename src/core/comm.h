@@ -106,8 +106,12 @@ struct ncclComm {
   accl::Ring ring;
   accl::Tree trees[2];
   bool treesReady = false;
-  // Connections other than the ring's, by (peer, tag): trees and point-to-point.
+  // Connections other than the ring's, by (peer, tag): trees, point-to-point,
+  // one-sided. Guarded by connMu: they are made on first use by the calling
+  // thread, the staging proxy or one-sided registration, while commSetError
+  // (any thread, e.g. a proxy or the one-sided receiver) walks them.
   std::map<std::pair<int, int>, accl::ConnPtr> sendConns, recvConns;
+  std::recursive_mutex connMu;
   std::map<int, accl::UserOp> userOps;
   std::set<accl::Registration*> registrations;        // ncclCommRegister handles (freed with the comm)  // ncclRedOp_t value -> op (ids are unique per process)
   uint64_t opCount = 0;
@@ -136,10 +140,19 @@ ncclResult_t commDrain(ncclComm* comm);
 // Every connection of the communicator (ring, trees, point-to-point).
 template <typename Fn>
 void forEachConnection(ncclComm* comm, Fn fn) {
-  if (comm->ring.send) fn(comm->ring.send.get());
-  if (comm->ring.recv) fn(comm->ring.recv.get());
-  for (auto& kv : comm->sendConns) fn(kv.second.get());
-  for (auto& kv : comm->recvConns) fn(kv.second.get());
+  // The list is taken under connMu and walked without it: fn may wait (drain)
+  // for a proxy thread that itself reports an error through commSetError.
+  // Connections are freed only by commFree, after the staging proxy and the
+  // one-sided receiver stopped.
+  std::vector<Connection*> all;
+  {
+    std::lock_guard<std::recursive_mutex> lock(comm->connMu);
+    if (comm->ring.send) all.push_back(comm->ring.send.get());
+    if (comm->ring.recv) all.push_back(comm->ring.recv.get());
+    for (auto& kv : comm->sendConns) all.push_back(kv.second.get());
+    for (auto& kv : comm->recvConns) all.push_back(kv.second.get());
+  }
+  for (Connection* c : all) fn(c);
 }
 // The cached connections to/from `peers` for `tag`, making those that are missing
 // (pairwise with each peer, which must ask for its side at the same time).
