@@ -27,24 +27,8 @@ enum Needs : unsigned { kNone = 0, kOp = 1, kRoot = 2, kPeer = 4, kSend = 8, kRe
 // For reducing calls it also resolves the op into a.red.
 ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
   const char* fn = a.opName;
-  NCCLCHECK(acclCheckComm(a.comm, fn));
+  NCCLCHECK(acclCheckUsable(a.comm, fn));
   ncclComm* comm = a.comm;
-  if (!comm->initDone.load()) {
-    WARN("%s (%s, rank %d): the communicator is still initialising (non-blocking init: poll "
-         "ncclCommGetAsyncError until it is not ncclInProgress)", fn, comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
-  if (comm->revoked.load()) {
-    WARN("%s (%s, rank %d): the communicator was revoked (ncclCommRevoke); shrink, destroy or abort it", fn,
-         comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
-  int async = comm->deviceMode ? accl::devCheck(comm) : comm->asyncError.load();
-  if (async != ncclSuccess) {
-    WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),
-         comm->rank, pncclGetErrorString(static_cast<ncclResult_t>(async)));
-    return static_cast<ncclResult_t>(async);
-  }
   if (static_cast<int>(a.type) < 0 || static_cast<int>(a.type) >= ncclNumTypes) {
     WARN("%s: datatype %d is not an ncclDataType_t (0..%d)", fn, static_cast<int>(a.type), ncclNumTypes - 1);
     return ncclInvalidArgument;

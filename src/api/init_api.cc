@@ -39,6 +39,27 @@ ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn) {
   return ncclSuccess;
 }
 
+ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn) {
+  NCCLCHECK(acclCheckComm(comm, fn));
+  if (!comm->initDone.load()) {
+    WARN("%s (%s, rank %d): the communicator is still initialising (non-blocking init: poll "
+         "ncclCommGetAsyncError until it is not ncclInProgress)", fn, comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (comm->revoked.load()) {
+    WARN("%s (%s, rank %d): the communicator was revoked (ncclCommRevoke); shrink, destroy or abort it", fn,
+         comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  int async = comm->deviceMode ? accl::devCheck(comm) : comm->asyncError.load();
+  if (async != ncclSuccess) {
+    WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),
+         comm->rank, pncclGetErrorString(static_cast<ncclResult_t>(async)));
+    return static_cast<ncclResult_t>(async);
+  }
+  return ncclSuccess;
+}
+
 namespace {
 
 

@@ -11,5 +11,8 @@
 ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out);
 // ncclInvalidArgument + WARN unless comm is a live communicator.
 ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn);
+// acclCheckComm, and the communicator can take new operations: initialised,
+// not revoked, no earlier error (in device mode, a kernel's failure counts).
+ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn);
 // ncclInvalidUsage + WARN for an ACCL_MODE this build cannot run.
 ncclResult_t acclCheckMode(const char* fn);

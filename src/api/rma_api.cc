@@ -17,23 +17,9 @@
 
 namespace {
 
-// A live, initialised, usable communicator, outside any group.
+// A usable communicator, outside any group.
 ncclResult_t checkUsable(ncclComm* comm, const char* fn) {
-  NCCLCHECK(acclCheckComm(comm, fn));
-  if (!comm->initDone.load()) {
-    WARN("%s (%s, rank %d): the communicator is still initialising", fn, comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
-  if (comm->revoked.load()) {
-    WARN("%s (%s, rank %d): the communicator was revoked (ncclCommRevoke)", fn, comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
-  int async = comm->asyncError.load();
-  if (async != ncclSuccess && async != ncclInProgress) {
-    WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),
-         comm->rank, pncclGetErrorString(static_cast<ncclResult_t>(async)));
-    return static_cast<ncclResult_t>(async);
-  }
+  NCCLCHECK(acclCheckUsable(comm, fn));
   if (accl::groupActive()) {
     WARN("%s: one-sided calls inside ncclGroupStart/ncclGroupEnd are not supported by ACCL yet "
          "(docs/api-status.md)", fn);

@@ -320,14 +320,7 @@ ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
 }
 
 ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops) {
-  if (ops.empty()) return ncclSuccess;
-  for (const CollArgs& a : ops) {
-    if (a.stream != ops[0].stream) {
-      WARN("%s (%s, rank %d): the sends and receives of one group must use one stream on a communicator",
-           a.opName, comm->name.c_str(), comm->rank);
-      return ncclInvalidUsage;
-    }
-  }
+  if (ops.empty()) return ncclSuccess;  // one stream: devRunP2p checked the group's
   DevState& d = *comm->dev;
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
   if (!d.stager) d.stager.reset(new Stager(comm));

@@ -55,12 +55,7 @@ __global__ void stageWaitKernel(const volatile uint32_t* done, DevCtx ctx) {
   for (int iter = 0; *done == 0; ++iter) {
     __nanosleep(200);
     if (deadline && iter % 1024 == 0 && globalTimer() > deadline) {
-      DevStatus* s = ctx.status;
-      if (atomicCAS_system(reinterpret_cast<int*>(const_cast<int32_t*>(&s->reason)), 0, kDevStageTimeout) == 0) {
-        s->peer = -1;
-        s->failedRank = -1;
-      }
-      __threadfence_system();
+      failKernel(ctx, nullptr, nullptr, 0, kDevStageTimeout, -1, 0, -1);  // no connectors to abort
       return;
     }
   }
