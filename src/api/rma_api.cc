@@ -1,8 +1,9 @@
 // Windows and one-sided operations: ncclCommWindowRegister/Deregister,
-// ncclWinGetUserPtr, ncclPutSignal, ncclSignal, ncclWaitSignal (coll/rma.h).
-// Host memory only for now: a window of device memory is refused with a WARN.
-// As NCCL today, sigIdx, ctx and flags must be 0. The calls complete before
-// they return (the stream is not used), and may not be inside a group.
+// ncclWinGetUserPtr, ncclGetPeerDevicePointer, ncclPutSignal, ncclSignal,
+// ncclWaitSignal (coll/rma.h, coll/rma_dev.h). As NCCL today, sigIdx, ctx and
+// flags must be 0, and the calls may not be inside a group. On host windows
+// the calls complete before they return (the stream is not used); on device
+// windows they are queued on the stream.
 #include "api/api.h"
 
 #include "api/init_common.h"
@@ -70,11 +71,6 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
          winFlags);
     return ncclInvalidArgument;
   }
-  if (comm->deviceMode && accl::devBuffer(buff)) {
-    WARN("%s (%s, rank %d): windows of device memory are not supported by ACCL yet (host memory only; "
-         "docs/api-status.md)", fn, comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
   accl::CommUse use(comm);
   return accl::rmaRegister(comm, buff, size, winFlags, win);
   ACCL_API_GUARD_END("ncclCommWindowRegister")
@@ -107,6 +103,37 @@ extern "C" ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, vo
 }
 NCCL_API_ALIAS(ncclWinGetUserPtr)
 
+// A device pointer to `peer`'s window at `offset` that this rank's kernels can
+// load and store: for device windows and peers of this host. NULL (and
+// ncclSuccess, as NCCL) for a peer that is not reachable that way, and for
+// host windows.
+extern "C" ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t win, size_t offset, int peer, void** outPtr) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclGetPeerDevicePointer";
+  if (!win || win->magic != accl::kWindowMagic) {
+    WARN("%s: %p is not a window (ncclCommWindowRegister makes them)", fn, static_cast<const void*>(win));
+    return ncclInvalidArgument;
+  }
+  if (!outPtr) {
+    WARN("%s: outPtr is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  *outPtr = nullptr;
+  const int n = static_cast<int>(win->sizes.size());
+  if (peer < 0 || peer >= n) {
+    WARN("%s: peer %d is outside [0, nranks = %d)", fn, peer, n);
+    return ncclInvalidArgument;
+  }
+  if (offset > win->sizes[peer]) {
+    WARN("%s: offset %zu is beyond rank %d's window of %zu bytes", fn, offset, peer, win->sizes[peer]);
+    return ncclInvalidArgument;
+  }
+  if (win->device && win->peerBase[peer]) *outPtr = win->peerBase[peer] + offset;
+  return ncclSuccess;
+  ACCL_API_GUARD_END("ncclGetPeerDevicePointer")
+}
+NCCL_API_ALIAS(ncclGetPeerDevicePointer)
+
 extern "C" ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
                                       ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
                                       unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
@@ -130,14 +157,13 @@ extern "C" ncclResult_t pncclPutSignal(const void* localbuff, size_t count, nccl
     WARN("%s: localbuff is NULL with count %zu", fn, count);
     return ncclInvalidArgument;
   }
-  if (count > 0 && comm->deviceMode && accl::devBuffer(localbuff)) {
-    WARN("%s (%s, rank %d): device buffers are not supported by ACCL's one-sided calls yet (docs/api-status.md)",
-         fn, comm->name.c_str(), comm->rank);
+  if (count > 0 && !accl::rmaOnDevice(comm) && comm->deviceMode && accl::devBuffer(localbuff)) {
+    WARN("%s (%s, rank %d): localbuff is device memory but the communicator's windows are host memory (put from "
+         "host memory, or register device windows)", fn, comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
-  (void)stream;  // host memory: complete before returning
   accl::CommUse use(comm);
-  return accl::rmaPut(comm, peer, peerWin, peerWinOffset, localbuff, count * esize, fn);
+  return accl::rmaPut(comm, peer, peerWin, peerWinOffset, localbuff, count * esize, stream, fn);
   ACCL_API_GUARD_END("ncclPutSignal")
 }
 NCCL_API_ALIAS(ncclPutSignal)
@@ -153,9 +179,8 @@ extern "C" ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int 
          comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
-  (void)stream;
   accl::CommUse use(comm);
-  return accl::rmaPut(comm, peer, nullptr, 0, nullptr, 0, fn);
+  return accl::rmaPut(comm, peer, nullptr, 0, nullptr, 0, stream, fn);
   ACCL_API_GUARD_END("ncclSignal")
 }
 NCCL_API_ALIAS(ncclSignal)
@@ -182,9 +207,8 @@ extern "C" ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalD
          comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
-  (void)stream;
   accl::CommUse use(comm);
-  return nDesc > 0 ? accl::rmaWait(comm, signalDescs, nDesc) : ncclSuccess;
+  return nDesc > 0 ? accl::rmaWait(comm, signalDescs, nDesc, stream) : ncclSuccess;
   ACCL_API_GUARD_END("ncclWaitSignal")
 }
 NCCL_API_ALIAS(ncclWaitSignal)

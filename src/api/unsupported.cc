@@ -157,12 +157,6 @@ extern "C" ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t, size_t, nccl
 }
 NCCL_API_ALIAS(ncclGetMultimemDevicePointer)
 
-extern "C" ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void**) {
-  ACCL_UNSUPPORTED(ncclGetPeerDevicePointer);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclGetPeerDevicePointer)
-
 extern "C" ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam_t, int, ncclGinBarrierHandle_t*, ncclDevResourceRequirements_t*) {
   ACCL_UNSUPPORTED(ncclGinBarrierCreateRequirement);
   return ncclInvalidUsage;

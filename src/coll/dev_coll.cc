@@ -115,6 +115,12 @@ void devStop(ncclComm* comm) {
   devDirectRelease(comm);
 }
 
+void devStopKernels(ncclComm* comm) {
+  if (!comm->dev || !comm->dev->status) return;
+  comm->dev->status->stop = 1;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 int devChannelCount(const ncclComm* comm) { return comm->dev ? comm->dev->nChannels : 1; }
 
 ncclResult_t devSetup(ncclComm* comm) {
@@ -181,6 +187,16 @@ ncclResult_t devCheck(ncclComm* comm) {
         err = ncclTimeout;
         WARN("%s (rank %d of %d, device %d): a staged operation on device buffers timed out (ACCL_TIMEOUT) waiting "
              "for the network proxy", comm->name.c_str(), comm->rank, comm->nranks, comm->cudaDev);
+        break;
+      case kDevSignalTimeout:
+        err = ncclTimeout;
+        WARN("ncclWaitSignal (%s, rank %d of %d, device %d): timed out (ACCL_TIMEOUT) waiting for %u signal(s) from "
+             "rank %d (%u arrived)", comm->name.c_str(), comm->rank, comm->nranks, comm->cudaDev, s.expected, s.peer,
+             s.got);
+        break;
+      case kDevSignalStopped:
+        WARN("ncclWaitSignal (%s, rank %d, device %d): stopped waiting for signals from rank %d: the communicator "
+             "failed or was aborted", comm->name.c_str(), comm->rank, comm->cudaDev, s.peer);
         break;
       case kDevSizeMismatch:
         err = ncclInvalidUsage;
@@ -421,6 +437,7 @@ int devChoose(int) { return -1; }
 ncclResult_t devProbe(ncclComm*, PeerInfo*) { return ncclInternalError; }
 ncclResult_t devSetup(ncclComm*) { return ncclInternalError; }
 void devStop(ncclComm*) {}
+void devStopKernels(ncclComm*) {}
 int devChannelCount(const ncclComm*) { return 1; }
 bool devBuffer(const void*) { return false; }
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "coll/rma_dev.h"
 #include "coll/steps.h"
 #include "core/check.h"
 #include "core/comm.h"
@@ -20,6 +21,10 @@ constexpr uint32_t kHeaderMagic = 0x616d7261;  // "arma"
 constexpr int kNoWindow = -1;                  // a bare signal
 // What a rank does in a window allgather (so that mismatched calls are caught).
 constexpr uint64_t kRegister = 0x6765722d6e6977ull, kDeregister = 0x6765726465642d6eull;
+// What memory a window is: none (size 0: fits either kind), host, device, or
+// device memory this rank could not share (reported; every rank then fails).
+enum WindowKind : int32_t { kEmpty = 0, kHost = 1, kDevice = 2, kUnshareable = 3 };
+const char* kindName(int32_t k) { return k == kHost ? "host" : "device"; }
 
 // The first slot of every message.
 struct Header {
@@ -60,6 +65,9 @@ class Rma {
 
   std::mutex winMu;  // guards windows (the receiver thread looks them up)
   std::vector<ncclWindow_vidmem*> windows;
+  int32_t kind = kEmpty;  // of every window so far (kHost or kDevice once one has memory)
+  RmaDevPtr dev;          // device mode: signal arrays and mappings (coll/rma_dev.h)
+  std::atomic<const RmaDev*> devWatch{nullptr};  // dev, for the receiver thread
 
  private:
   struct Inbound {  // a message being received
@@ -190,7 +198,8 @@ void Rma::receive() {
       continue;
     }
     auto now = std::chrono::steady_clock::now();
-    if (waiters_.load() > 0 && now - lastCheck > std::chrono::milliseconds(100) && !comm_->abortFlag.load()) {
+    const bool waiting = waiters_.load() > 0 || rmaDevWaiting(devWatch.load());
+    if (waiting && now - lastCheck > std::chrono::milliseconds(100) && !comm_->abortFlag.load()) {
       lastCheck = now;
       Steps probe(comm_, "ncclWaitSignal (receiving)");  // a fresh deadline: only the failure checks count
       for (Connection* c : recvs_) {
@@ -297,13 +306,65 @@ ncclResult_t Rma::landed(const std::vector<uint64_t>& expected, const char* opNa
   return ncclSuccess;
 }
 
+namespace {
+
+// What each rank puts into a registration's allgather.
+struct RegEntry {
+  uint64_t what;  // kRegister
+  int64_t index;
+  uint64_t size;
+  int32_t kind;
+  int32_t pad;
+  RmaDevExport dev;  // device mode
+};
+
+// Checks a registration's allgather: every rank at the same registration, and
+// one kind of memory on all ranks and in all of the communicator's windows
+// (`kind` so far). Device windows: every rank on this host.
+ncclResult_t checkRegistration(ncclComm* comm, int index, int32_t kind, const std::vector<RegEntry>& all,
+                               int32_t* agreed) {
+  const char* fn = "ncclCommWindowRegister";
+  *agreed = kind;
+  for (int q = 0; q < comm->nranks; ++q) {
+    const uint64_t w = all[q].what;
+    const int64_t i = all[q].index;
+    const int32_t k = all[q].kind;
+    if (w != kRegister || i != index) {
+      WARN("%s (%s, rank %d): rank %d is at its registration #%lld but this rank at #%d: every rank must register "
+           "(and deregister) windows in the same order", fn, comm->name.c_str(), comm->rank, q,
+           static_cast<long long>(i), index);
+      return ncclInvalidUsage;
+    }
+    if (k == kUnshareable) {
+      WARN("%s (%s, rank %d): rank %d could not share its device window (its WARN says why)", fn, comm->name.c_str(),
+           comm->rank, q);
+      return ncclInvalidUsage;
+    }
+    if (k == kEmpty) continue;
+    if (*agreed != kEmpty && k != *agreed) {
+      WARN("%s (%s, rank %d): rank %d registers %s memory where %s memory is registered: a communicator's windows "
+           "must all be host memory or all device memory", fn, comm->name.c_str(), comm->rank, q, kindName(k),
+           kindName(*agreed));
+      return ncclInvalidUsage;
+    }
+    *agreed = k;
+  }
+  if (*agreed == kDevice) {
+    for (int q = 0; q < comm->nranks; ++q) {
+      if (comm->peers[q].hostHash != comm->peers[comm->rank].hostHash) {
+        WARN("%s (%s, rank %d): rank %d is on another host (%s): windows of device memory between hosts are not "
+             "supported by ACCL yet (host memory is; docs/api-status.md)", fn, comm->name.c_str(), comm->rank, q,
+             comm->peers[q].hostname);
+        return ncclInvalidUsage;
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncclWindow_vidmem** out) {
-  // Every rank's size, and a check that all ranks are at the same registration.
-  struct Entry {
-    uint64_t what;  // kRegister
-    int64_t index;
-    uint64_t size;
-  };
   NCCLCHECK(devBeforeHostOp(comm));  // staged device work also makes connections
   if (!comm->rma) {
     comm->rma.reset(new Rma(comm));
@@ -314,24 +375,52 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
     }
   }
   Rma& rma = *comm->rma;
+  int32_t kind = size == 0 ? kEmpty : comm->deviceMode && devBuffer(buff) ? kDevice : kHost;
+  if (kind == kEmpty) buff = nullptr;
+  std::vector<RegEntry> all(comm->nranks);
+  RegEntry& mine = all[comm->rank];
+  if (comm->deviceMode) {  // every rank shares its signal array, whatever its window
+    rmaDevExport(comm, &rma.dev, kind == kDevice ? buff : nullptr, &mine.dev);
+    rma.devWatch.store(rma.dev.get());
+    if (!mine.dev.ok && kind != kHost) kind = kUnshareable;
+  }
   // In the table before this rank joins the allgather: a peer may put into the
   // window as soon as its allgather returns, which needs this rank's part.
-  auto* w = new ncclWindow_vidmem{kWindowMagic, comm, 0, buff, size, {}, flags};
-  std::vector<Entry> all(comm->nranks);
+  auto* w = new ncclWindow_vidmem();
+  w->magic = kWindowMagic;
+  w->comm = comm;
+  w->base = buff;
+  w->size = size;
+  w->flags = flags;
   {
     std::lock_guard<std::mutex> lock(rma.winMu);
     w->index = static_cast<int>(rma.windows.size());
     rma.windows.push_back(w);
   }
-  all[comm->rank] = Entry{kRegister, w->index, size};
-  ncclResult_t r = comm->bootstrap->allgather(all.data(), sizeof(Entry));
-  for (int q = 0; r == ncclSuccess && q < comm->nranks; ++q) {
-    if (all[q].what != kRegister || all[q].index != w->index) {
-      WARN("ncclCommWindowRegister (%s, rank %d): rank %d is at its registration #%lld but this rank at #%d: "
-           "every rank must register (and deregister) windows in the same order", comm->name.c_str(), comm->rank, q,
-           static_cast<long long>(all[q].index), w->index);
-      r = ncclInvalidUsage;
+  mine.what = kRegister;
+  mine.index = w->index;
+  mine.size = size;
+  mine.kind = kind;
+  int32_t agreed = kEmpty;
+  ncclResult_t r = comm->bootstrap->allgather(all.data(), sizeof(RegEntry));
+  if (r == ncclSuccess) r = checkRegistration(comm, w->index, rma.kind, all, &agreed);
+  if (r == ncclSuccess && agreed == kDevice) {
+    // Maps every peer's window; then every rank learns whether all could.
+    std::vector<RmaDevExport> exports;
+    for (const RegEntry& e : all) exports.push_back(e.dev);
+    r = rmaDevAttach(comm, rma.dev.get(), w, exports);
+    std::vector<int32_t> ok(comm->nranks, 0);
+    ok[comm->rank] = r == ncclSuccess;
+    ncclResult_t g = comm->bootstrap->allgather(ok.data(), sizeof(int32_t));
+    for (int q = 0; g == ncclSuccess && r == ncclSuccess && q < comm->nranks; ++q) {
+      if (!ok[q]) {
+        WARN("ncclCommWindowRegister (%s, rank %d): rank %d could not map the device windows (its WARN says why)",
+             comm->name.c_str(), comm->rank, q);
+        r = ncclInvalidUsage;
+      }
     }
+    if (r == ncclSuccess) r = g;
+    if (r != ncclSuccess) rmaDevDetach(rma.dev.get(), w);
   }
   if (r != ncclSuccess) {
     std::lock_guard<std::mutex> lock(rma.winMu);
@@ -339,7 +428,8 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
     delete w;
     return r;
   }
-  for (const Entry& e : all) w->sizes.push_back(e.size);  // peers only put after their allgather: read-only now
+  rma.kind = agreed;
+  for (const RegEntry& e : all) w->sizes.push_back(e.size);  // peers only put after their allgather: read-only now
   *out = w;
   return ncclSuccess;
 }
@@ -349,7 +439,9 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
   // Every rank says which window it drops and how many messages it sent to
   // each rank; each then waits until all sent to it have landed, so none is
   // dropped with the window. Row of rank q: kDeregister, index, sent[0..n-1].
-  NCCLCHECK(devBeforeHostOp(comm));
+  // Device windows: this rank's puts are stream work, finished first, so that
+  // after the allgather no rank writes into the window any more.
+  NCCLCHECK(win->device ? devWait(comm) : devBeforeHostOp(comm));
   const int n = comm->nranks;
   const size_t row = static_cast<size_t>(n) + 2;
   std::vector<uint64_t> all(row * n);
@@ -375,28 +467,41 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
     std::lock_guard<std::mutex> lock(rma.winMu);
     rma.windows[win->index] = nullptr;  // indices stay: they name windows on every rank
   }
+  rmaDevDetach(rma.dev.get(), win);
   win->magic = 0;
   delete win;
   return ncclSuccess;
 }
 
+bool rmaOnDevice(const ncclComm* comm) { return comm->rma && comm->rma->kind == kDevice; }
+
 ncclResult_t rmaPut(ncclComm* comm, int peer, const ncclWindow_vidmem* win, size_t offset, const void* data,
-                    size_t bytes, const char* opName) {
+                    size_t bytes, void* stream, const char* opName) {
+  if (rmaOnDevice(comm)) return rmaDevPut(comm, comm->rma->dev.get(), peer, win, offset, data, bytes, stream, opName);
   return comm->rma->put(peer, win, offset, data, bytes, opName);
 }
 
-ncclResult_t rmaWait(ncclComm* comm, const ncclWaitSignalDesc_t* descs, int n) { return comm->rma->wait(descs, n); }
+ncclResult_t rmaWait(ncclComm* comm, const ncclWaitSignalDesc_t* descs, int n, void* stream) {
+  if (rmaOnDevice(comm)) return rmaDevWait(comm, comm->rma->dev.get(), descs, n, stream);
+  return comm->rma->wait(descs, n);
+}
 
 void rmaStop(ncclComm* comm) {
   if (!comm->rma) return;
-  comm->rma->stop();
-  std::lock_guard<std::mutex> lock(comm->rma->winMu);
-  for (ncclWindow_vidmem*& w : comm->rma->windows) {
-    if (!w) continue;
-    w->magic = 0;
-    delete w;
-    w = nullptr;
+  Rma& rma = *comm->rma;
+  rma.stop();
+  {
+    std::lock_guard<std::mutex> lock(rma.winMu);
+    for (ncclWindow_vidmem*& w : rma.windows) {
+      if (!w) continue;
+      rmaDevDetach(rma.dev.get(), w);
+      w->magic = 0;
+      delete w;
+      w = nullptr;
+    }
   }
+  rma.devWatch.store(nullptr);
+  rma.dev.reset();  // after the kernels that use it (the communicator's stop flag ends waiting ones)
 }
 
 }  // namespace accl

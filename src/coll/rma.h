@@ -1,5 +1,7 @@
 // One-sided operations on registered windows (ncclCommWindowRegister,
-// ncclPutSignal, ncclSignal, ncclWaitSignal), in host memory.
+// ncclPutSignal, ncclSignal, ncclWaitSignal). This file: host memory. A
+// communicator's windows are all host memory or all device memory (the first
+// registration decides); device windows are stream work (coll/rma_dev.h).
 //
 // A put must land without the target calling anything, so each communicator
 // that registered a window runs a receiver thread: it drains one connection
@@ -30,6 +32,11 @@ struct ncclWindow_vidmem {
   size_t size;
   std::vector<size_t> sizes;  // by rank
   int flags;
+  // Device windows (coll/rma_dev.h): every rank's window mapped into this
+  // process (NULL where it has none), and the IPC mappings to close.
+  bool device = false;
+  std::vector<char*> peerBase;
+  std::vector<void*> opened;
 };
 
 namespace accl {
@@ -50,10 +57,14 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
 ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win);
 // Writes `bytes` from `data` into `peer`'s part of `win` at `offset` (none when
 // win is NULL and bytes 0: a bare signal), then raises one signal there.
+// Device windows: queued on `stream`.
 ncclResult_t rmaPut(ncclComm* comm, int peer, const ncclWindow_vidmem* win, size_t offset, const void* data,
-                    size_t bytes, const char* opName);
-// Waits until each entry's peer has raised opCnt more signals, and consumes them.
-ncclResult_t rmaWait(ncclComm* comm, const ncclWaitSignalDesc_t* descs, int n);
+                    size_t bytes, void* stream, const char* opName);
+// Waits until each entry's peer has raised opCnt more signals, and consumes
+// them. Device windows: the wait is queued on `stream`.
+ncclResult_t rmaWait(ncclComm* comm, const ncclWaitSignalDesc_t* descs, int n, void* stream);
+// The communicator's windows are device memory (then puts take device buffers).
+bool rmaOnDevice(const ncclComm* comm);
 // commFree: stops the receiver thread before the connections go.
 void rmaStop(ncclComm* comm);
 

@@ -92,6 +92,7 @@ void commSetError(ncclComm* comm, ncclResult_t err) {
   // Wake our peers: they must not wait for data this rank will never send.
   int failed = comm->failedRank.load();
   forEachConnection(comm, [failed](Connection* c) { c->abort(failed); });
+  devStopKernels(comm);
 }
 
 ncclResult_t commDrain(ncclComm* comm) {

@@ -87,6 +87,7 @@ ncclResult_t commShrink(ncclComm* parent, const std::vector<int>& excluded, nccl
 void commStopOperations(ncclComm* comm) {
   int cause = comm->failedRank.load() >= 0 ? comm->failedRank.load() : comm->rank;
   forEachConnection(comm, [cause](Connection* c) { c->abort(cause); });
+  devStopKernels(comm);
 }
 
 }  // namespace accl

@@ -58,6 +58,9 @@ ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops);
 // Before the communicator's connections go (commFree): stops the staging proxy
 // and lets go of the direct collectives' table.
 void devStop(ncclComm* comm);
+// The communicator failed or is being aborted: kernels that wait without a
+// connector (ncclWaitSignal's) see it and leave. From any thread.
+void devStopKernels(ncclComm* comm);
 // A call on host buffers in a communicator that stages device buffers first
 // waits for the staged work queued before it: both use the host executor's
 // connections, in call order.

@@ -18,6 +18,11 @@ cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
 // A staged operation's wait (coll/dev_staged.cc): one thread spins until the
 // host-mapped `done` flag is set by the proxy, or the deadline passes.
 cudaError_t devLaunchStageWait(const uint32_t* done, const DevCtx& ctx, cudaStream_t stream);
+// One-sided operations on device windows (device/dev_rma.cu): raise one signal
+// (an atomic add on a peer's counter, after the stream's earlier work), and
+// ncclWaitSignal's wait.
+cudaError_t devLaunchSignal(uint64_t* signal, cudaStream_t stream);
+cudaError_t devLaunchWaitSignal(const DevRmaWait& w, cudaStream_t stream);
 size_t devTypeSize(int type);
 
 }  // namespace accl

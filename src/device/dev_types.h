@@ -40,7 +40,9 @@ struct DevChan {
 
 // Why a kernel stopped early; the host turns it into a WARN and an error.
 enum DevReason : int32_t { kDevOk = 0, kDevTimeout = 1, kDevPeerFailed = 2, kDevSizeMismatch = 3,
-                           kDevStageTimeout = 4 };  // waited too long for the proxy of a staged operation
+                           kDevStageTimeout = 4,    // waited too long for the proxy of a staged operation
+                           kDevSignalTimeout = 5,   // ncclWaitSignal: the signals did not come in time
+                           kDevSignalStopped = 6 }; // ncclWaitSignal: the communicator failed or was aborted
 
 // Host-mapped; written once by the first block that fails.
 struct DevStatus {
@@ -48,7 +50,8 @@ struct DevStatus {
   volatile int32_t peer;        // the rank waited for
   volatile int32_t failedRank;  // from the peer's abort, -1 unknown
   volatile int32_t isSend;
-  volatile uint32_t expected, got;  // kDevSizeMismatch
+  volatile uint32_t expected, got;  // kDevSizeMismatch; kDevSignal*: signals awaited and counted
+  volatile int32_t stop;            // set by the host when the communicator fails or is aborted
 };
 
 enum class DevOp : int32_t { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
@@ -118,6 +121,21 @@ struct DevP2pWork {
   int32_t nOps, nEntries, chansPerEntry;
   int32_t nChannelsConn;  // channels of every connector (for abort)
   DevP2pOp ops[kDevMaxP2pOps];
+};
+
+// ncclWaitSignal on device windows (coll/rma_dev.cc): one thread waits until
+// each entry's peer raised `need` more signals than this rank consumed, then
+// consumes them. `signals` and `consumed` are this rank's (device memory, by
+// peer); peers raise signals with atomic adds through their mapping of it.
+constexpr int kDevMaxWaitEntries = 32;
+struct DevRmaWait {
+  DevCtx ctx;
+  const uint64_t* signals;
+  uint64_t* consumed;
+  uint32_t* finished;  // host-mapped: wait kernels that ended (the host watches peers while some run)
+  int32_t n;
+  int32_t peer[kDevMaxWaitEntries];
+  uint64_t need[kDevMaxWaitEntries];
 };
 
 }  // namespace accl

@@ -1,0 +1,301 @@
+// Windows of device memory (coll/rma_dev.h says how they work).
+#include "coll/rma_dev.h"
+
+#ifdef ACCL_HAVE_DEVICE_PATH
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "coll/dev_state.h"
+#include "coll/rma.h"
+#include "device/dev_launch.h"
+
+namespace accl {
+
+class RmaDev {
+ public:
+  explicit RmaDev(ncclComm* comm) : comm_(comm) {}
+  ~RmaDev();
+  ncclResult_t init();
+
+  ncclComm* comm_;
+  uint64_t* signals = nullptr;   // device memory, by peer: signals raised here
+  uint64_t* consumed = nullptr;  // device memory, by peer: signals taken by waits
+  uint32_t* finished = nullptr;  // host-mapped count of eager wait kernels that ended
+  uint32_t* finishedDev = nullptr;
+  std::atomic<uint32_t> issued{0};  // eager wait kernels queued
+  std::vector<uint64_t*> peerSignals;  // every rank's array, mapped here (empty until the first window)
+  std::vector<void*> opened;           // IPC mappings of the peers' arrays
+};
+
+void RmaDevDeleter::operator()(RmaDev* d) const { delete d; }
+
+namespace {
+
+// cudaIpcOpenMemHandle maps an allocation once per process; windows of one
+// allocation (and several communicators) share the mapping, counted here.
+struct Mapping {
+  void* base;
+  int users;
+};
+std::mutex mapsMu;
+std::map<std::string, Mapping>& maps() {
+  static auto* m = new std::map<std::string, Mapping>();  // never destroyed: windows may outlive static destructors
+  return *m;
+}
+
+ncclResult_t ipcOpen(ncclComm* comm, const char* handle, int peer, void** out) {
+  std::lock_guard<std::mutex> lock(mapsMu);
+  std::string key(handle, sizeof(cudaIpcMemHandle_t));
+  auto it = maps().find(key);
+  if (it != maps().end()) {
+    ++it->second.users;
+    *out = it->second.base;
+    return ncclSuccess;
+  }
+  cudaIpcMemHandle_t h;
+  memcpy(&h, handle, sizeof h);
+  void* p = nullptr;
+  cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("ncclCommWindowRegister (%s, rank %d): cannot map rank %d's window through CUDA IPC: %s",
+         comm->name.c_str(), comm->rank, peer, cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  maps()[key] = Mapping{p, 1};
+  *out = p;
+  return ncclSuccess;
+}
+
+void ipcClose(void* base) {
+  std::lock_guard<std::mutex> lock(mapsMu);
+  for (auto it = maps().begin(); it != maps().end(); ++it) {
+    if (it->second.base != base) continue;
+    if (--it->second.users == 0) {
+      (void)cudaIpcCloseMemHandle(base);
+      (void)cudaGetLastError();
+      maps().erase(it);
+    }
+    return;
+  }
+}
+
+// The allocation `p` lies in (cudaIpcGetMemHandle shares whole allocations).
+bool allocationBase(const void* p, char** base) {
+  using GetRange = int (*)(unsigned long long*, size_t*, unsigned long long);
+  static GetRange fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    (void)cudaGetLastError();
+    return reinterpret_cast<GetRange>(f);
+  }();
+  unsigned long long b = 0;
+  size_t size = 0;
+  if (!fn || fn(&b, &size, reinterpret_cast<unsigned long long>(p)) != 0) return false;
+  *base = reinterpret_cast<char*>(b);
+  return true;
+}
+
+bool sameProcess(const ncclComm* comm, int q) {
+  const PeerInfo &me = comm->peers[comm->rank], &p = comm->peers[q];
+  return p.pid == me.pid && p.hostHash == me.hostHash;
+}
+
+bool otherProcessHere(const ncclComm* comm) {
+  for (int q = 0; q < comm->nranks; ++q)
+    if (!sameProcess(comm, q) && comm->peers[q].hostHash == comm->peers[comm->rank].hostHash) return true;
+  return false;
+}
+
+// A kernel on this rank's device adds to memory of `dev` (a peer in this process on another GPU).
+ncclResult_t reachable(ncclComm* comm, int peer, int dev) {
+  if (dev == comm->cudaDev) return ncclSuccess;
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, comm->cudaDev, dev) != cudaSuccess || !can) {
+    (void)cudaGetLastError();
+    WARN("ncclCommWindowRegister (%s, rank %d): device %d cannot access device %d of rank %d (no peer access): "
+         "device windows need it between the GPUs of one process", comm->name.c_str(), comm->rank, comm->cudaDev,
+         dev, peer);
+    return ncclInvalidUsage;
+  }
+  cudaError_t e = cudaDeviceEnablePeerAccess(dev, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) e = cudaSuccess;
+  (void)cudaGetLastError();
+  return cudaCheck(e, "cudaDeviceEnablePeerAccess", comm);
+}
+
+}  // namespace
+
+ncclResult_t RmaDev::init() {
+  const size_t bytes = comm_->nranks * sizeof(uint64_t);
+  void* p = nullptr;
+  CUDACHECK(cudaMalloc(&p, 2 * bytes), "cudaMalloc (signals)", comm_);
+  signals = static_cast<uint64_t*>(p);
+  consumed = signals + comm_->nranks;
+  CUDACHECK(cudaMemset(p, 0, 2 * bytes), "cudaMemset (signals)", comm_);
+  CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize", comm_);  // zero before any stream reads it
+  CUDACHECK(cudaHostAlloc(&p, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc",
+            comm_);
+  finished = static_cast<uint32_t*>(p);
+  *finished = 0;
+  CUDACHECK(cudaHostGetDevicePointer(&p, finished, 0), "cudaHostGetDevicePointer", comm_);
+  finishedDev = static_cast<uint32_t*>(p);
+  return ncclSuccess;
+}
+
+RmaDev::~RmaDev() {
+  for (void* p : opened) ipcClose(p);
+  if (signals) (void)cudaFree(signals);  // waits for the kernels that use it
+  if (finished) (void)cudaFreeHost(finished);
+  (void)cudaGetLastError();
+}
+
+void rmaDevExport(ncclComm* comm, RmaDevPtr* dev, void* buff, RmaDevExport* out) {
+  memset(out, 0, sizeof *out);
+  out->cudaDev = comm->cudaDev;
+  out->base = reinterpret_cast<uint64_t>(buff);
+  if (cudaCheck(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm) != ncclSuccess) return;
+  if (!*dev) {
+    RmaDevPtr d(new RmaDev(comm));
+    if (d->init() != ncclSuccess) return;  // reported
+    *dev = std::move(d);
+  }
+  RmaDev& d = **dev;
+  out->signals = reinterpret_cast<uint64_t>(d.signals);
+  if (otherProcessHere(comm)) {  // those peers map the window and the signals through CUDA IPC
+    cudaIpcMemHandle_t h;
+    if (cudaCheck(cudaIpcGetMemHandle(&h, d.signals), "cudaIpcGetMemHandle (signals)", comm) != ncclSuccess) return;
+    memcpy(out->sigHandle, &h, sizeof h);
+    if (buff) {
+      char* base = nullptr;
+      cudaError_t e = allocationBase(buff, &base) ? cudaIpcGetMemHandle(&h, base) : cudaErrorInvalidValue;
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        WARN("ncclCommWindowRegister (%s, rank %d): the window at %p cannot be shared with the ranks in other "
+             "processes through CUDA IPC (%s): register memory from cudaMalloc or ncclMemAlloc",
+             comm->name.c_str(), comm->rank, buff, cudaGetErrorString(e));
+        return;
+      }
+      memcpy(out->winHandle, &h, sizeof h);
+      out->winOffset = static_cast<uint64_t>(static_cast<char*>(buff) - base);
+    }
+  }
+  out->ok = 1;
+}
+
+ncclResult_t rmaDevAttach(ncclComm* comm, RmaDev* dev, ncclWindow_vidmem* win, const std::vector<RmaDevExport>& all) {
+  const int n = comm->nranks;
+  win->device = true;
+  win->peerBase.assign(n, nullptr);
+  const bool first = dev->peerSignals.empty();
+  if (first) dev->peerSignals.assign(n, nullptr);
+  ncclResult_t r = ncclSuccess;
+  for (int q = 0; q < n && r == ncclSuccess; ++q) {
+    const RmaDevExport& e = all[q];
+    if (sameProcess(comm, q)) {
+      if (q != comm->rank) r = reachable(comm, q, e.cudaDev);
+      win->peerBase[q] = reinterpret_cast<char*>(e.base);
+      if (first) dev->peerSignals[q] = reinterpret_cast<uint64_t*>(e.signals);
+      continue;
+    }
+    void* p = nullptr;
+    if (e.base && (r = ipcOpen(comm, e.winHandle, q, &p)) == ncclSuccess) {
+      win->opened.push_back(p);
+      win->peerBase[q] = static_cast<char*>(p) + e.winOffset;
+    }
+    if (first && r == ncclSuccess && (r = ipcOpen(comm, e.sigHandle, q, &p)) == ncclSuccess) {
+      dev->opened.push_back(p);
+      dev->peerSignals[q] = static_cast<uint64_t*>(p);
+    }
+  }
+  if (r != ncclSuccess) {
+    rmaDevDetach(dev, win);
+    if (first) {
+      for (void* p : dev->opened) ipcClose(p);
+      dev->opened.clear();
+      dev->peerSignals.clear();
+    }
+  }
+  return r;
+}
+
+void rmaDevDetach(RmaDev*, ncclWindow_vidmem* win) {
+  for (void* p : win->opened) ipcClose(p);
+  win->opened.clear();
+  win->peerBase.clear();
+}
+
+ncclResult_t rmaDevPut(ncclComm* comm, RmaDev* dev, int peer, const ncclWindow_vidmem* win, size_t offset,
+                       const void* src, size_t bytes, void* stream, const char* opName) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  char* dst = win && bytes ? win->peerBase[peer] + offset : nullptr;
+  uint64_t* signal = dev->peerSignals[peer] + comm->rank;
+  return ordered(comm, s, opName, [&]() -> cudaError_t {
+    if (bytes) {
+      cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+      if (e != cudaSuccess) return e;
+    }
+    return devLaunchSignal(signal, s);
+  });
+}
+
+ncclResult_t rmaDevWait(ncclComm* comm, RmaDev* dev, const ncclWaitSignalDesc_t* descs, int n, void* stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  std::map<int, uint64_t> need;  // by peer: one entry each, however often it is named
+  for (int i = 0; i < n; ++i)
+    if (descs[i].opCnt > 0) need[descs[i].peer] += static_cast<uint64_t>(descs[i].opCnt);
+  const bool counted = !capturing(s);  // a captured wait ends on every replay: not counted
+  DevRmaWait w{};
+  w.ctx = ctxOf(comm);
+  w.signals = dev->signals;
+  w.consumed = dev->consumed;
+  w.finished = counted ? dev->finishedDev : nullptr;
+  auto launch = [&]() -> ncclResult_t {
+    if (counted) dev->issued.fetch_add(1);
+    ncclResult_t r = ordered(comm, s, "ncclWaitSignal", [&] { return devLaunchWaitSignal(w, s); });
+    if (r != ncclSuccess && counted) dev->issued.fetch_sub(1);
+    w.n = 0;
+    return r;
+  };
+  for (const auto& [peer, count] : need) {
+    w.peer[w.n] = peer;
+    w.need[w.n] = count;
+    if (++w.n == kDevMaxWaitEntries) NCCLCHECK(launch());
+  }
+  if (w.n > 0) NCCLCHECK(launch());
+  return ncclSuccess;
+}
+
+bool rmaDevWaiting(const RmaDev* dev) {
+  return dev && dev->issued.load() != *reinterpret_cast<volatile const uint32_t*>(dev->finished);
+}
+
+}  // namespace accl
+
+#else  // built without the CUDA executor: device mode never starts, no window is device memory
+
+namespace accl {
+class RmaDev {};
+void RmaDevDeleter::operator()(RmaDev* d) const { delete d; }
+void rmaDevExport(ncclComm*, RmaDevPtr*, void*, RmaDevExport* out) { *out = RmaDevExport{}; }
+ncclResult_t rmaDevAttach(ncclComm*, RmaDev*, ncclWindow_vidmem*, const std::vector<RmaDevExport>&) {
+  return ncclInternalError;
+}
+void rmaDevDetach(RmaDev*, ncclWindow_vidmem*) {}
+ncclResult_t rmaDevPut(ncclComm*, RmaDev*, int, const ncclWindow_vidmem*, size_t, const void*, size_t, void*,
+                       const char*) {
+  return ncclInternalError;
+}
+ncclResult_t rmaDevWait(ncclComm*, RmaDev*, const ncclWaitSignalDesc_t*, int, void*) { return ncclInternalError; }
+bool rmaDevWaiting(const RmaDev*) { return false; }
+}  // namespace accl
+
+#endif

@@ -1,0 +1,91 @@
+"""Windows of device memory and one-sided operations on the GPU
+(rma_device_worker.py runs each rank): ranks as threads of this process on the
+one GPU and as separate processes (CUDA IPC), graph capture, the timeout, a
+peer that dies while a wait kernel runs, and the refusals (host and device
+windows mixed, device windows between hosts)."""
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cupy")
+import rma_device_worker as worker  # noqa: E402
+
+WORKER = Path(__file__).with_name("rma_device_worker.py")
+
+
+def run_threads(scenario, nranks):
+    uid = worker.uid_new()
+    errors = []
+
+    def rank_main(r):
+        try:
+            worker.SCENARIOS[scenario](r, nranks, uid)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(f"rank {r}: {e!r}")
+
+    threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(nranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    assert not errors, errors
+
+
+def run_procs(scenario, nranks, env=None, timeout=120, host_per_rank=False):
+    uid = worker.uid_new().hex()
+    procs = []
+    for r in range(nranks):
+        e = dict(os.environ, **(env or {}))
+        if host_per_rank:
+            e["NCCL_HOSTID"] = f"rma-host-{r}"
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(nranks), uid], env=e,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            p.kill()
+    for r, (p, out) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0 and "OK" in out, f"rank {r}:\n{out[-3000:]}"
+    return outs
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_exchange_threads(nranks):
+    run_threads("exchange", nranks)
+
+
+def test_exchange_processes():
+    run_procs("exchange", 2)
+
+
+def test_graph_capture_and_replay():
+    run_threads("graph", 2)
+
+
+def test_wait_times_out_with_the_peer_named():
+    t0 = time.monotonic()
+    run_procs("timeout", 2, env={"ACCL_TIMEOUT": "2"})
+    assert time.monotonic() - t0 < 60
+
+
+def test_a_dead_peer_ends_a_waiting_kernel():
+    t0 = time.monotonic()
+    run_procs("dead", 2, env={"ACCL_TIMEOUT": "60"})
+    assert time.monotonic() - t0 < 40  # well before ACCL_TIMEOUT
+
+
+def test_host_and_device_windows_do_not_mix():
+    run_threads("mixed", 2)
+
+
+def test_device_windows_between_hosts_are_refused():
+    run_procs("between_hosts", 2, host_per_rank=True)
