@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Declared by NCCL's device API header (nccl_device/core.h), not nccl.h. */
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+
 #define MAXR 8
 #define BLOCK 1000             /* floats each rank puts into each window */
 #define BIG (3 * 1024 * 1024 + 5) /* bytes: several FIFO slots, an odd tail */
@@ -56,6 +59,12 @@ static void* runRank(void* arg) {
   CHECK(ncclCommWindowRegister(comm, bigIn, BIG, &win2, NCCL_WIN_DEFAULT) == ncclSuccess, "register 2");
   void* user = NULL;
   CHECK(ncclWinGetUserPtr(comm, win, &user) == ncclSuccess && user == wbuf, "ncclWinGetUserPtr");
+  void* peerPtr = wbuf;  /* host windows: no device pointer to any peer (NULL, as NCCL for unreachable ones) */
+  CHECK(ncclGetPeerDevicePointer(win, 0, next, &peerPtr) == ncclSuccess && peerPtr == NULL, "ncclGetPeerDevicePointer");
+  CHECK(ncclGetPeerDevicePointer(win, 0, nranks, &peerPtr) == ncclInvalidArgument, "ncclGetPeerDevicePointer peer");
+  CHECK(ncclGetPeerDevicePointer(win, wbytes + 1, rank, &peerPtr) == ncclInvalidArgument,
+        "ncclGetPeerDevicePointer offset");
+  CHECK(ncclGetPeerDevicePointer(NULL, 0, 0, &peerPtr) == ncclInvalidArgument, "ncclGetPeerDevicePointer NULL");
 
   /* Every rank's block into every window, at its own offset; the big one to the next rank. */
   float block[BLOCK];
