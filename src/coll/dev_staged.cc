@@ -44,6 +44,9 @@ size_t alignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 struct StageJob {
   Stager* stager;
   std::vector<CollArgs> hostOps;  // one collective, or one communicator's sends and receives
+  StagedCall call;                // or this (a one-sided put), on `callInput`
+  const char* callInput = nullptr;
+  const char* opName = nullptr;
   volatile uint32_t* done;        // host-mapped
   bool persistent;                // captured: replayed, never freed before the communicator
 };
@@ -76,6 +79,7 @@ class Stager {
   ~Stager();  // frees the pinned memory; only once stop() allowed it
 
   ncclResult_t run(const std::vector<CollArgs>& ops);
+  ncclResult_t run(cudaStream_t s, const void* src, size_t bytes, StagedCall call, const char* opName);
   // Stops the proxy and fails the jobs it has not run. False when a stream or
   // a captured graph may still hand it jobs: then it must never be freed.
   bool stop();
@@ -84,6 +88,9 @@ class Stager {
   static void CUDART_CB kick(void* job);
   void loop();
   ncclResult_t flag(bool persistent, volatile uint32_t** host, const uint32_t** dev);
+  // Queues `job` on `s` between the copies in and out (dev_state.h's ordered()).
+  ncclResult_t enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const uint32_t* doneDev,
+                       const std::vector<Copy>& before, const std::vector<Copy>& after);
   ncclResult_t buffer(size_t bytes, bool persistent, char** out);
 
   ncclComm* comm_;
@@ -135,12 +142,16 @@ void Stager::loop() {
     ncclResult_t r = ncclSuccess;
     {
       CommUse use(comm_);
-      const CollArgs& first = job->hostOps[0];
-      r = isP2p(first.kind) ? runP2p(comm_, job->hostOps) : runCollective(first);
+      if (job->call) {
+        r = job->call(job->callInput);
+      } else {
+        const CollArgs& first = job->hostOps[0];
+        r = isP2p(first.kind) ? runP2p(comm_, job->hostOps) : runCollective(first);
+      }
     }
     if (r != ncclSuccess) {
-      WARN("%s (%s, rank %d): the staged operation on device buffers failed on the proxy (%s)",
-           job->hostOps[0].opName, comm_->name.c_str(), comm_->rank, pncclGetErrorString(r));
+      WARN("%s (%s, rank %d): the staged operation on device buffers failed on the proxy (%s)", job->opName,
+           comm_->name.c_str(), comm_->rank, pncclGetErrorString(r));
       commSetError(comm_, r);
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the outputs before the flag
@@ -290,10 +301,36 @@ ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
     if (p.copyOut) after.push_back({a.recvbuff, stage + p.outOff, p.out});
     job->hostOps.push_back(h);
   }
+  job->opName = ops[0].opName;
+  return enqueue(s, std::move(job), doneDev, before, after);
+}
+
+// A call on `bytes` of `src`, copied into staging first (a one-sided put).
+ncclResult_t Stager::run(cudaStream_t s, const void* src, size_t bytes, StagedCall call, const char* opName) {
+  const bool persistent = capturing(s);
+  char* stage = nullptr;
+  NCCLCHECK(buffer(bytes, persistent, &stage));
+  auto job = std::make_unique<StageJob>();
+  job->stager = this;
+  job->persistent = persistent;
+  job->call = std::move(call);
+  job->callInput = stage;
+  job->opName = opName;
+  const uint32_t* doneDev = nullptr;
+  NCCLCHECK(flag(persistent, &job->done, &doneDev));
+  std::vector<Copy> before;
+  if (bytes) before.push_back({stage, src, bytes});
+  return enqueue(s, std::move(job), doneDev, before, {});
+}
+
+ncclResult_t Stager::enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const uint32_t* doneDev,
+                             const std::vector<Copy>& before, const std::vector<Copy>& after) {
+  ncclComm* comm = comm_;
+  const bool persistent = job->persistent;
   StageJob* raw = job.get();
   DevCtx ctx = ctxOf(comm);
   bool handedOver = false;  // once its host function is queued, the job is the stream's
-  ncclResult_t r = ordered(comm, s, ops[0].opName, [&]() -> cudaError_t {
+  ncclResult_t r = ordered(comm, s, raw->opName, [&]() -> cudaError_t {
     for (const Copy& c : before) {
       cudaError_t e = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
       if (e != cudaSuccess) return e;
@@ -327,6 +364,14 @@ ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops) {
   return d.stager->run(ops);
 }
 
+ncclResult_t devRunStagedCall(ncclComm* comm, void* stream, const void* src, size_t bytes, StagedCall call,
+                              const char* opName) {
+  DevState& d = *comm->dev;
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  if (!d.stager) d.stager.reset(new Stager(comm));
+  return d.stager->run(static_cast<cudaStream_t>(stream), src, bytes, std::move(call), opName);
+}
+
 ncclResult_t devBeforeHostOp(ncclComm* comm) {
   if (!comm->dev || !comm->dev->stager || tlsOnProxy) return ncclSuccess;
   return devWait(comm);
@@ -340,6 +385,9 @@ ncclResult_t devBeforeHostOp(ncclComm* comm) {
 
 namespace accl {
 ncclResult_t devRunStaged(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
+ncclResult_t devRunStagedCall(ncclComm*, void*, const void*, size_t, StagedCall, const char*) {
+  return ncclInternalError;
+}
 ncclResult_t devBeforeHostOp(ncclComm*) { return ncclSuccess; }
 }  // namespace accl
 

@@ -57,6 +57,8 @@ class Rma {
 
   ncclResult_t put(int peer, const ncclWindow_vidmem* win, size_t offset, const void* data, size_t bytes,
                    const char* opName);
+  // To another rank over its connection: window `index` (or kNoWindow).
+  ncclResult_t send(int peer, int index, size_t offset, const void* data, size_t bytes, const char* opName);
   ncclResult_t wait(const ncclWaitSignalDesc_t* descs, int n);
   // Messages this rank sent to each rank so far.
   std::vector<uint64_t> sentCounts();
@@ -65,15 +67,16 @@ class Rma {
 
   std::mutex winMu;  // guards windows (the receiver thread looks them up)
   std::vector<ncclWindow_vidmem*> windows;
-  int32_t kind = kEmpty;  // of every window so far (kHost or kDevice once one has memory)
+  std::atomic<int32_t> kind{kEmpty};  // of every window so far (kHost or kDevice once one has memory)
   RmaDevPtr dev;          // device mode: signal arrays and mappings (coll/rma_dev.h)
-  std::atomic<const RmaDev*> devWatch{nullptr};  // dev, for the receiver thread
+  std::atomic<RmaDev*> devWatch{nullptr};  // dev, for the receiver thread
 
  private:
   struct Inbound {  // a message being received
     bool inHeader = false;
     Header h{};
     char* dst = nullptr;  // NULL: the data is dropped (a bad put, already reported)
+    bool toDevice = false;  // dst is in a device window
     size_t done = 0;
   };
   void receive();
@@ -143,6 +146,7 @@ ncclResult_t Rma::startMessage(int peer, const char* slot, Inbound* in) {
     return ncclInvalidUsage;  // the data is dropped; the signal still counts, so no waiter hangs
   }
   in->dst = static_cast<char*>(w->base) + in->h.offset;
+  in->toDevice = w->device;
   return ncclSuccess;
 }
 
@@ -182,13 +186,19 @@ void Rma::receive() {
         } else {
           const size_t n = std::min<size_t>(c->fifo.slotBytes, m.h.bytes - m.done);
           if (steps.recvSlot(c, n, &data) != ncclSuccess) return failed();
-          if (m.dst) memcpy(m.dst + m.done, data, n);
+          if (m.dst && !m.toDevice) memcpy(m.dst + m.done, data, n);
+          if (m.dst && m.toDevice && rmaDevLand(comm_, devWatch.load(), m.dst + m.done, data, n) != ncclSuccess) {
+            commSetError(comm_, ncclUnhandledCudaError);  // reported; the rest of this put is dropped
+            m.dst = nullptr;
+          }
           steps.release(c);
           m.done += n;
         }
         if (m.done == m.h.bytes) {  // landed: count its signal
           m.inHeader = false;
           raise(p);
+          if (kind.load() == kDevice && rmaDevRaise(comm_, devWatch.load(), p) != ncclSuccess)
+            commSetError(comm_, ncclUnhandledCudaError);  // reported
         }
         moved = true;
       }
@@ -218,21 +228,27 @@ void Rma::receive() {
 
 ncclResult_t Rma::put(int peer, const ncclWindow_vidmem* win, size_t offset, const void* data, size_t bytes,
                       const char* opName) {
+  if (peer != comm_->rank) return send(peer, win ? win->index : kNoWindow, offset, data, bytes, opName);
   {
     std::lock_guard<std::mutex> lock(sigMu_);
     ++sent_[peer];
   }
-  if (peer == comm_->rank) {  // to this rank's own window: a copy
-    if (bytes) memmove(static_cast<char*>(win->base) + offset, data, bytes);
-    raise(peer);
-    return ncclSuccess;
+  if (bytes) memmove(static_cast<char*>(win->base) + offset, data, bytes);  // to this rank's own window: a copy
+  raise(peer);
+  return ncclSuccess;
+}
+
+ncclResult_t Rma::send(int peer, int index, size_t offset, const void* data, size_t bytes, const char* opName) {
+  {
+    std::lock_guard<std::mutex> lock(sigMu_);
+    ++sent_[peer];
   }
   Connection* c = sends_[peer];
   std::lock_guard<std::mutex> lock(*sendMu_[peer]);
   Steps steps(comm_, opName);
   char* slot = nullptr;
   NCCLCHECK(steps.waitSend(c, &slot));
-  const Header h{kHeaderMagic, win ? win->index : kNoWindow, offset, bytes};
+  const Header h{kHeaderMagic, index, offset, bytes};
   memcpy(slot, &h, sizeof h);
   steps.post(c, sizeof h);
   for (size_t done = 0; done < bytes;) {
@@ -320,7 +336,7 @@ struct RegEntry {
 
 // Checks a registration's allgather: every rank at the same registration, and
 // one kind of memory on all ranks and in all of the communicator's windows
-// (`kind` so far). Device windows: every rank on this host.
+// (`kind` so far).
 ncclResult_t checkRegistration(ncclComm* comm, int index, int32_t kind, const std::vector<RegEntry>& all,
                                int32_t* agreed) {
   const char* fn = "ncclCommWindowRegister";
@@ -348,16 +364,6 @@ ncclResult_t checkRegistration(ncclComm* comm, int index, int32_t kind, const st
       return ncclInvalidUsage;
     }
     *agreed = k;
-  }
-  if (*agreed == kDevice) {
-    for (int q = 0; q < comm->nranks; ++q) {
-      if (comm->peers[q].hostHash != comm->peers[comm->rank].hostHash) {
-        WARN("%s (%s, rank %d): rank %d is on another host (%s): windows of device memory between hosts are not "
-             "supported by ACCL yet (host memory is; docs/api-status.md)", fn, comm->name.c_str(), comm->rank, q,
-             comm->peers[q].hostname);
-        return ncclInvalidUsage;
-      }
-    }
   }
   return ncclSuccess;
 }
@@ -403,7 +409,7 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
   mine.kind = kind;
   int32_t agreed = kEmpty;
   ncclResult_t r = comm->bootstrap->allgather(all.data(), sizeof(RegEntry));
-  if (r == ncclSuccess) r = checkRegistration(comm, w->index, rma.kind, all, &agreed);
+  if (r == ncclSuccess) r = checkRegistration(comm, w->index, rma.kind.load(), all, &agreed);
   if (r == ncclSuccess && agreed == kDevice) {
     // Maps every peer's window; then every rank learns whether all could.
     std::vector<RmaDevExport> exports;
@@ -428,7 +434,7 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
     delete w;
     return r;
   }
-  rma.kind = agreed;
+  rma.kind.store(agreed);
   for (const RegEntry& e : all) w->sizes.push_back(e.size);  // peers only put after their allgather: read-only now
   *out = w;
   return ncclSuccess;
@@ -463,6 +469,7 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
     toMe[q] = theirs[2 + comm->rank];
   }
   NCCLCHECK(rma.landed(toMe, "ncclCommWindowDeregister"));
+  if (win->device) NCCLCHECK(rmaDevFlush(comm, rma.dev.get()));  // the landed puts' copies are done
   {
     std::lock_guard<std::mutex> lock(rma.winMu);
     rma.windows[win->index] = nullptr;  // indices stay: they name windows on every rank
@@ -473,7 +480,12 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
   return ncclSuccess;
 }
 
-bool rmaOnDevice(const ncclComm* comm) { return comm->rma && comm->rma->kind == kDevice; }
+bool rmaOnDevice(const ncclComm* comm) { return comm->rma && comm->rma->kind.load() == kDevice; }
+
+ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const void* data, size_t bytes,
+                     const char* opName) {
+  return comm->rma->send(peer, index, offset, data, bytes, opName);
+}
 
 ncclResult_t rmaPut(ncclComm* comm, int peer, const ncclWindow_vidmem* win, size_t offset, const void* data,
                     size_t bytes, void* stream, const char* opName) {

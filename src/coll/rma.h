@@ -65,6 +65,11 @@ ncclResult_t rmaPut(ncclComm* comm, int peer, const ncclWindow_vidmem* win, size
 ncclResult_t rmaWait(ncclComm* comm, const ncclWaitSignalDesc_t* descs, int n, void* stream);
 // The communicator's windows are device memory (then puts take device buffers).
 bool rmaOnDevice(const ncclComm* comm);
+// Sends a put (window `index`, or -1 for a bare signal) of host memory to
+// `peer` on the communicator's one-sided connection: device windows on
+// another host, from the staging proxy.
+ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const void* data, size_t bytes,
+                     const char* opName);
 // commFree: stops the receiver thread before the connections go.
 void rmaStop(ncclComm* comm);
 

@@ -26,8 +26,10 @@ class RmaDev {
   uint32_t* finished = nullptr;  // host-mapped count of eager wait kernels that ended
   uint32_t* finishedDev = nullptr;
   std::atomic<uint32_t> issued{0};  // eager wait kernels queued
-  std::vector<uint64_t*> peerSignals;  // every rank's array, mapped here (empty until the first window)
+  std::vector<uint64_t*> peerSignals;  // every rank's array, mapped here (empty until the first window;
+                                       // NULL for ranks on other hosts)
   std::vector<void*> opened;           // IPC mappings of the peers' arrays
+  cudaStream_t landStream = nullptr;   // the receiver thread's copies and signals (puts from other hosts)
 };
 
 void RmaDevDeleter::operator()(RmaDev* d) const { delete d; }
@@ -138,8 +140,14 @@ ncclResult_t RmaDev::init() {
   CUDACHECK(cudaMalloc(&p, 2 * bytes), "cudaMalloc (signals)", comm_);
   signals = static_cast<uint64_t*>(p);
   consumed = signals + comm_->nranks;
-  CUDACHECK(cudaMemset(p, 0, 2 * bytes), "cudaMemset (signals)", comm_);
-  CUDACHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize", comm_);  // zero before any stream reads it
+  // Zeroed on a stream of its own and waited for (not the whole device: other
+  // ranks of this process may have kernels waiting for this rank).
+  cudaStream_t zs = nullptr;
+  CUDACHECK(cudaStreamCreateWithFlags(&zs, cudaStreamNonBlocking), "cudaStreamCreate", comm_);
+  cudaError_t e = cudaMemsetAsync(p, 0, 2 * bytes, zs);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(zs);
+  (void)cudaStreamDestroy(zs);
+  CUDACHECK(e, "cudaMemset (signals)", comm_);
   CUDACHECK(cudaHostAlloc(&p, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc",
             comm_);
   finished = static_cast<uint32_t*>(p);
@@ -151,6 +159,7 @@ ncclResult_t RmaDev::init() {
 
 RmaDev::~RmaDev() {
   for (void* p : opened) ipcClose(p);
+  if (landStream) (void)cudaStreamDestroy(landStream);
   if (signals) (void)cudaFree(signals);  // waits for the kernels that use it
   if (finished) (void)cudaFreeHost(finished);
   (void)cudaGetLastError();
@@ -198,6 +207,7 @@ ncclResult_t rmaDevAttach(ncclComm* comm, RmaDev* dev, ncclWindow_vidmem* win, c
   ncclResult_t r = ncclSuccess;
   for (int q = 0; q < n && r == ncclSuccess; ++q) {
     const RmaDevExport& e = all[q];
+    if (comm->peers[q].hostHash != comm->peers[comm->rank].hostHash) continue;  // staged: no mapping
     if (sameProcess(comm, q)) {
       if (q != comm->rank) r = reachable(comm, q, e.cudaDev);
       win->peerBase[q] = reinterpret_cast<char*>(e.base);
@@ -235,6 +245,15 @@ ncclResult_t rmaDevPut(ncclComm* comm, RmaDev* dev, int peer, const ncclWindow_v
                        const void* src, size_t bytes, void* stream, const char* opName) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  if (!dev->peerSignals[peer]) {  // another host: the proxy sends it from a staged copy
+    const int index = win ? win->index : -1;
+    return devRunStagedCall(
+        comm, stream, src, bytes,
+        [comm, peer, index, offset, bytes, opName](const char* staged) {
+          return rmaSend(comm, peer, index, offset, staged, bytes, opName);
+        },
+        opName);
+  }
   char* dst = win && bytes ? win->peerBase[peer] + offset : nullptr;
   uint64_t* signal = dev->peerSignals[peer] + comm->rank;
   return ordered(comm, s, opName, [&]() -> cudaError_t {
@@ -274,6 +293,35 @@ ncclResult_t rmaDevWait(ncclComm* comm, RmaDev* dev, const ncclWaitSignalDesc_t*
   return ncclSuccess;
 }
 
+namespace {
+ncclResult_t landStream(ncclComm* comm, RmaDev* dev) {
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  if (!dev->landStream)
+    CUDACHECK(cudaStreamCreateWithFlags(&dev->landStream, cudaStreamNonBlocking), "cudaStreamCreate", comm);
+  return ncclSuccess;
+}
+}  // namespace
+
+ncclResult_t rmaDevLand(ncclComm* comm, RmaDev* dev, char* dst, const void* src, size_t bytes) {
+  NCCLCHECK(landStream(comm, dev));
+  // `src` is a FIFO slot, released after this returns: the copy must be done.
+  CUDACHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, dev->landStream), "cudaMemcpyAsync (put)",
+            comm);
+  CUDACHECK(cudaStreamSynchronize(dev->landStream), "cudaStreamSynchronize (put)", comm);
+  return ncclSuccess;
+}
+
+ncclResult_t rmaDevRaise(ncclComm* comm, RmaDev* dev, int peer) {
+  NCCLCHECK(landStream(comm, dev));
+  CUDACHECK(devLaunchSignal(dev->signals + peer, dev->landStream), "the signal kernel", comm);
+  return ncclSuccess;
+}
+
+ncclResult_t rmaDevFlush(ncclComm* comm, RmaDev* dev) {
+  if (dev && dev->landStream) CUDACHECK(cudaStreamSynchronize(dev->landStream), "cudaStreamSynchronize", comm);
+  return ncclSuccess;
+}
+
 bool rmaDevWaiting(const RmaDev* dev) {
   return dev && dev->issued.load() != *reinterpret_cast<volatile const uint32_t*>(dev->finished);
 }
@@ -295,6 +343,9 @@ ncclResult_t rmaDevPut(ncclComm*, RmaDev*, int, const ncclWindow_vidmem*, size_t
   return ncclInternalError;
 }
 ncclResult_t rmaDevWait(ncclComm*, RmaDev*, const ncclWaitSignalDesc_t*, int, void*) { return ncclInternalError; }
+ncclResult_t rmaDevLand(ncclComm*, RmaDev*, char*, const void*, size_t) { return ncclInternalError; }
+ncclResult_t rmaDevRaise(ncclComm*, RmaDev*, int) { return ncclInternalError; }
+ncclResult_t rmaDevFlush(ncclComm*, RmaDev*) { return ncclSuccess; }
 bool rmaDevWaiting(const RmaDev*) { return false; }
 }  // namespace accl
 

@@ -1,16 +1,18 @@
 // Windows of device memory (device mode): one-sided operations as stream work.
 //
-// Every peer's window and signal array is mapped into this process at
-// registration: a peer in this process by its address, a peer in another
-// process of this host through CUDA IPC (the window must be cudaMalloc or
-// ncclMemAlloc memory). A put is then a copy on the caller's stream straight
-// into the peer's window, followed by a one-thread kernel that adds 1 to this
-// rank's counter in the peer's signal array; ncclWaitSignal is a one-thread
-// kernel on the stream that waits until the counters it needs have risen, and
-// consumes them. Both go through the communicator's stream order (dev_state.h's
-// ordered()), like its collectives. Ranks on other hosts are refused at
-// registration (a window there would be staged through the network proxy, not
-// built yet).
+// Every peer of this host has its window and signal array mapped into this
+// process at registration: a peer in this process by its address, a peer in
+// another process through CUDA IPC (the window must be cudaMalloc or
+// ncclMemAlloc memory). A put to such a peer is a copy on the caller's stream
+// straight into its window, followed by a one-thread kernel that adds 1 to this
+// rank's counter in its signal array. A put to a peer on another host is
+// staged: copied into pinned memory on the stream and sent by the
+// communicator's proxy thread over the one-sided connection (coll/rma.cc); the
+// receiver thread there copies it into the device window and raises the signal
+// with the same kernel. ncclWaitSignal is a one-thread kernel on the stream
+// that waits until the counters it needs have risen, and consumes them. All of
+// it follows the communicator's stream order (dev_state.h's ordered()), like
+// its collectives.
 #pragma once
 
 #include <cstddef>
@@ -58,6 +60,13 @@ ncclResult_t rmaDevPut(ncclComm* comm, RmaDev* dev, int peer, const ncclWindow_v
                        const void* src, size_t bytes, void* stream, const char* opName);
 // Enqueues ncclWaitSignal's wait on `stream`.
 ncclResult_t rmaDevWait(ncclComm* comm, RmaDev* dev, const ncclWaitSignalDesc_t* descs, int n, void* stream);
+// The receiver thread (a put from another host): copies `bytes` at `src` into
+// the device window at `dst` (done before it returns: `src` is a FIFO slot);
+// then raises one signal from `peer` in this rank's array.
+ncclResult_t rmaDevLand(ncclComm* comm, RmaDev* dev, char* dst, const void* src, size_t bytes);
+ncclResult_t rmaDevRaise(ncclComm* comm, RmaDev* dev, int peer);
+// Deregistration: the receiver's copies and signals have finished.
+ncclResult_t rmaDevFlush(ncclComm* comm, RmaDev* dev);
 // Wait kernels were queued that have not ended (the receiver thread then
 // watches the peers, so that a dead one ends them).
 bool rmaDevWaiting(const RmaDev* dev);

@@ -4,6 +4,7 @@
 // Without CUDA (or without a device) none of this is used: comm->dev is NULL.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -55,6 +56,11 @@ bool devMemFree(void* ptr);
 // through pinned host memory and run by the host executor on a proxy thread,
 // in the order of the caller's stream. Returns once queued.
 ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops);
+// The same for a call the proxy makes on a staged copy of `bytes` at `src`
+// (device windows between hosts: the put goes out from the copy).
+using StagedCall = std::function<ncclResult_t(const char* staged)>;
+ncclResult_t devRunStagedCall(ncclComm* comm, void* stream, const void* src, size_t bytes, StagedCall call,
+                              const char* opName);
 // Before the communicator's connections go (commFree): stops the staging proxy
 // and lets go of the direct collectives' table.
 void devStop(ncclComm* comm);

@@ -1,8 +1,9 @@
 """Windows of device memory and one-sided operations on the GPU
 (rma_device_worker.py runs each rank): ranks as threads of this process on the
-one GPU and as separate processes (CUDA IPC), graph capture, the timeout, a
-peer that dies while a wait kernel runs, and the refusals (host and device
-windows mixed, device windows between hosts)."""
+one GPU, as separate processes (CUDA IPC), and as processes on separate
+"hosts" (NCCL_HOSTID: staged through the proxy and sockets); graph capture;
+the timeout; a peer that dies while a wait kernel runs; host and device
+windows mixed are refused."""
 import os
 import subprocess
 import sys
@@ -67,8 +68,16 @@ def test_exchange_processes():
     run_procs("exchange", 2)
 
 
+def test_exchange_between_hosts():
+    run_procs("exchange", 3, host_per_rank=True)
+
+
 def test_graph_capture_and_replay():
     run_threads("graph", 2)
+
+
+def test_graph_between_hosts():
+    run_procs("graph", 2, host_per_rank=True)
 
 
 def test_wait_times_out_with_the_peer_named():
@@ -86,6 +95,3 @@ def test_a_dead_peer_ends_a_waiting_kernel():
 def test_host_and_device_windows_do_not_mix():
     run_threads("mixed", 2)
 
-
-def test_device_windows_between_hosts_are_refused():
-    run_procs("between_hosts", 2, host_per_rank=True)

@@ -46,21 +46,39 @@ def test_ddp_matches_single_process(hosts):
     _spawn("ddp", hosts=hosts)
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("nproc", [2, 4])
-def test_unchanged_script_under_accl_run_torchrun(nproc):
-    # torchrun_script.py knows nothing of ACCL; accl-run puts ACCL in front.
+def _torchrun(script, nproc, **env):
+    # The scripts know nothing of ACCL; accl-run puts ACCL in front.
     if not torch.cuda.is_available():
         pytest.skip("this torch has no CUDA")
-    script = os.path.join(os.path.dirname(HERE), "torchrun_script.py")
+    path = os.path.join(os.path.dirname(HERE), script)
     cmd = [sys.executable, "-m", "accl.run", sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={nproc}", script]
-    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="120", PYTHONWARNINGS="ignore", NCCL_DEBUG="VERSION")
+           f"--nproc_per_node={nproc}", path]
+    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="120", PYTHONWARNINGS="ignore", NCCL_DEBUG="VERSION",
+               **env)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=560)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-8000:]
     assert out.count("SCRIPT OK") == nproc, out[-8000:]
     assert "ACCL" in out  # NCCL_DEBUG=VERSION names the library in use
+    print("".join(line + "\n" for line in out.splitlines() if line.startswith("rank ")))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("nproc", [2, 4, 8])
+def test_unchanged_script_under_accl_run_torchrun(nproc):
+    # 8 processes time-share the one GPU (no MPS): fewer DDP steps keep it short.
+    _torchrun("torchrun_script.py", nproc, **({"STEPS": "50"} if nproc == 8 else {}))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_fsdp2_under_accl_run_torchrun(nproc):
+    pytest.importorskip("torch.distributed.fsdp")
+    from torch.distributed import fsdp
+
+    if not hasattr(fsdp, "fully_shard"):
+        pytest.skip("this torch has no FSDP2 (fully_shard)")
+    _torchrun("fsdp2_script.py", nproc)
 
 
 @pytest.mark.timeout(300)
