@@ -1,5 +1,5 @@
 // Communicators made from others or from several ids: ncclCommSplit,
-// ncclCommInitRankScalable, ncclCommGetUniqueId; and buffer registration.
+// ncclCommInitRankScalable, ncclCommGetUniqueId, ncclCommGrow; and buffer registration.
 #include "api/api.h"
 
 #include "api/init_common.h"
@@ -117,6 +117,84 @@ extern "C" ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, 
   ACCL_API_GUARD_END("ncclCommShrink")
 }
 NCCL_API_ALIAS(ncclCommShrink)
+
+// Existing ranks pass their communicator and rank -1 and keep their ranks;
+// joining ranks pass comm NULL, the id and their new rank. The id comes from
+// ncclCommGetUniqueId on the existing rank 0, which must pass it; the other
+// existing ranks may pass NULL (they get rank 0's over the old communicator).
+extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                     ncclComm_t* newcomm, ncclConfig_t* config) {
+  ACCL_API_GUARD_BEGIN
+  const char* fn = "ncclCommGrow";
+  if (!newcomm) {
+    WARN("%s: newcomm is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  *newcomm = nullptr;
+  if (!comm) {  // a joining rank: an ordinary init of the grown communicator
+    if (!uniqueId) {
+      WARN("%s: a joining rank (comm NULL) needs the uniqueId from ncclCommGetUniqueId", fn);
+      return ncclInvalidArgument;
+    }
+    return acclInitRank(fn, newcomm, nRanks, *uniqueId, rank, config);
+  }
+  NCCLCHECK(acclCheckComm(comm, fn));
+  if (rank != -1) {
+    WARN("%s (%s, rank %d): an existing rank passes rank -1 (it keeps its rank); %d was given", fn,
+         comm->name.c_str(), comm->rank, rank);
+    return ncclInvalidArgument;
+  }
+  if (nRanks <= comm->nranks) {
+    WARN("%s (%s, rank %d): nRanks %d does not grow the communicator of %d ranks", fn, comm->name.c_str(),
+         comm->rank, nRanks, comm->nranks);
+    return ncclInvalidArgument;
+  }
+  if (comm->rank == 0 && !uniqueId) {
+    WARN("%s (%s, rank 0): rank 0 must pass the uniqueId it made with ncclCommGetUniqueId", fn, comm->name.c_str());
+    return ncclInvalidArgument;
+  }
+  if (!comm->initDone.load() || comm->asyncError.load() != ncclSuccess) {
+    WARN("%s (%s, rank %d): the communicator is not ready or has failed", fn, comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  struct Offer {  // what each existing rank brings to the allgather
+    ncclUniqueId id;
+    int32_t hasId;
+    int32_t nRanks;
+  };
+  Offer mine{};
+  if (uniqueId) mine.id = *uniqueId;
+  mine.hasId = uniqueId != nullptr;
+  mine.nRanks = nRanks;
+  return startChild(
+      comm, config,
+      [comm, mine](ncclComm* child) -> ncclResult_t {
+        std::vector<Offer> all(comm->nranks);
+        all[comm->rank] = mine;
+        NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Offer)));
+        for (int q = 0; q < comm->nranks; ++q) {
+          const Offer& o = all[q];
+          if (o.nRanks != all[0].nRanks ||
+              (o.hasId && memcmp(&o.id, &all[0].id, sizeof(o.id)) != 0)) {
+            WARN("ncclCommGrow (%s, rank %d): rank %d passes %s than rank 0: every existing rank must grow to the "
+                 "same nRanks with rank 0's uniqueId (or NULL)", comm->name.c_str(), comm->rank, q,
+                 o.nRanks != all[0].nRanks ? "another nRanks" : "another uniqueId");
+            return ncclInvalidArgument;
+          }
+        }
+        accl::UniqueIdLayout id;
+        memcpy(&id, all[0].id.internal, sizeof(id));
+        if (!accl::uniqueIdValid(id)) {
+          WARN("ncclCommGrow (%s, rank %d): rank 0's uniqueId was not made by ncclCommGetUniqueId", comm->name.c_str(),
+               comm->rank);
+          return ncclInvalidArgument;
+        }
+        return accl::commInit(child, id, all[0].nRanks, comm->rank);
+      },
+      newcomm);
+  ACCL_API_GUARD_END("ncclCommGrow")
+}
+NCCL_API_ALIAS(ncclCommGrow)
 
 extern "C" ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   ACCL_API_GUARD_BEGIN

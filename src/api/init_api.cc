@@ -51,6 +51,11 @@ ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn) {
          comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
+  if (comm->suspended.load()) {
+    WARN("%s (%s, rank %d): the communicator is suspended (ncclCommSuspend); resume it first (ncclCommResume)", fn,
+         comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
   int async = comm->deviceMode ? accl::devCheck(comm) : comm->asyncError.load();
   if (async != ncclSuccess) {
     WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),
@@ -98,10 +103,8 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
   return r;
 }
 
-namespace {
-
-ncclResult_t initRankConfig(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
-                            ncclConfig_t* config, int device = -1) {
+ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
+                          ncclConfig_t* config, int device) {
   if (!out) {
     WARN("%s: comm (the ncclComm_t* output) is NULL", fn);
     return ncclInvalidArgument;
@@ -132,8 +135,6 @@ ncclResult_t initRankConfig(const char* fn, ncclComm_t* out, int nranks, const n
   return acclStartInit(comm, [comm, id, nranks, rank] { return accl::commInit(comm, id, nranks, rank); }, out);
 }
 
-}  // namespace
-
 extern "C" ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   ACCL_API_GUARD_BEGIN
   if (!uniqueId) {
@@ -152,14 +153,14 @@ NCCL_API_ALIAS(ncclGetUniqueId)
 extern "C" ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                ncclConfig_t* config) {
   ACCL_API_GUARD_BEGIN
-  return initRankConfig("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+  return acclInitRank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
   ACCL_API_GUARD_END("ncclCommInitRankConfig")
 }
 NCCL_API_ALIAS(ncclCommInitRankConfig)
 
 extern "C" ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   ACCL_API_GUARD_BEGIN
-  return initRankConfig("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
+  return acclInitRank("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
   ACCL_API_GUARD_END("ncclCommInitRank")
 }
 NCCL_API_ALIAS(ncclCommInitRank)
@@ -188,7 +189,7 @@ extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int*
   NCCLCHECK(accl::groupStart());
   ncclResult_t first = ncclSuccess;
   for (int i = 0; i < ndev; ++i) {
-    ncclResult_t r = initRankConfig("ncclCommInitAll", &comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : i);
+    ncclResult_t r = acclInitRank("ncclCommInitAll", &comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : i);
     if (r != ncclSuccess && first == ncclSuccess) first = r;
   }
   ncclResult_t r = accl::groupEnd();

@@ -9,6 +9,10 @@
 // queued inside a group, on a thread for a non-blocking config (ncclInProgress),
 // or now (a failed blocking init frees the comm and sets *out = NULL).
 ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out);
+// ncclCommInitRankConfig's work (`fn` names the caller in WARNs); `device` >= 0
+// is ncclCommInitAll's devlist entry, -1 the calling thread's device.
+ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
+                          ncclConfig_t* config, int device = -1);
 // ncclInvalidArgument + WARN unless comm is a live communicator.
 ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn);
 // acclCheckComm, and the communicator can take new operations: initialised,

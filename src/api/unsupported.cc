@@ -10,30 +10,6 @@
 #define ACCL_UNSUPPORTED(name) WARN("%s is not supported by ACCL %s yet (see docs/api-status.md)", #name, acclGetVersionString())
 
 // --- communicator management (the collectives and PyTorch issues) ---
-extern "C" ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*) {
-  ACCL_UNSUPPORTED(ncclCommGrow);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommGrow)
-
-extern "C" ncclResult_t pncclCommSuspend(ncclComm_t, int) {
-  ACCL_UNSUPPORTED(ncclCommSuspend);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommSuspend)
-
-extern "C" ncclResult_t pncclCommResume(ncclComm_t) {
-  ACCL_UNSUPPORTED(ncclCommResume);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommResume)
-
-extern "C" ncclResult_t pncclCommMemStats(ncclComm_t, ncclCommMemStat_t, uint64_t*) {
-  ACCL_UNSUPPORTED(ncclCommMemStats);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommMemStats)
-
 extern "C" ncclResult_t pncclCommQueryProperties(ncclComm_t, ncclCommProperties_t*) {
   ACCL_UNSUPPORTED(ncclCommQueryProperties);
   return ncclInvalidUsage;

@@ -63,6 +63,7 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
   }
   ++t.users;
   d.direct = t.slots;
+  comm->gpuBytes += sizeof(DevDirectSlot);  // this rank's share of the table
   // Every rank's blocks wait for the others', so all must be resident at once:
   // the multiprocessors are shared among the ranks (two 512-thread blocks fit one).
   d.directBlocks = std::max(1, d.smCount / n);

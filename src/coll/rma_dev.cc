@@ -140,6 +140,7 @@ ncclResult_t RmaDev::init() {
   CUDACHECK(cudaMalloc(&p, 2 * bytes), "cudaMalloc (signals)", comm_);
   signals = static_cast<uint64_t*>(p);
   consumed = signals + comm_->nranks;
+  comm_->gpuBytes += 2 * bytes;
   // Zeroed on a stream of its own and waited for (not the whole device: other
   // ranks of this process may have kernels waiting for this rank).
   cudaStream_t zs = nullptr;

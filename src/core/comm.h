@@ -98,6 +98,8 @@ struct ncclComm {
   std::atomic<int> inFlight{0};      // calls currently using the comm (abort waits for them)
   std::atomic<bool> initDone{false};
   std::atomic<bool> revoked{false};  // ncclCommRevoke: no new operations; shrink, destroy and abort still work
+  std::atomic<bool> suspended{false};  // ncclCommSuspend: no new operations until ncclCommResume
+  std::atomic<uint64_t> gpuBytes{0};   // device memory this communicator allocated (ncclCommMemStats)
   int shrinkCount = 0;                // ncclCommShrink calls so far (every remaining rank counts alike)
   std::thread initThread;            // non-blocking init runs here
 

@@ -98,6 +98,7 @@ class IpcConnection : public Connection {
     }
     if (!cudaOk(cudaMalloc(&table_, sizeof(DevChan) * nChannels_), "cudaMalloc (channel table)", comm, peer))
       return ncclUnhandledCudaError;
+    comm->gpuBytes += sizeof(DevChan) * nChannels_;
     // On a stream of its own that does not wait for other streams: a plain
     // cudaMemcpy would wait for kernels already running on blocking streams,
     // such as another rank's of this process, waiting for this one.
@@ -147,6 +148,7 @@ ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
       !cudaOk(cudaMalloc(&c->slots_, static_cast<size_t>(c->nChannels_) * kSlots * c->slotBytes_),
               "cudaMalloc (FIFO slots)", comm, peer))
     return ncclUnhandledCudaError;
+  comm->gpuBytes += static_cast<size_t>(c->nChannels_) * kSlots * c->slotBytes_;
   IpcHeader* h = c->header();
   if (!cudaOk(cudaIpcGetMemHandle(&h->handle, c->slots_), "cudaIpcGetMemHandle", comm, peer))
     return ncclUnhandledCudaError;

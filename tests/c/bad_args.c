@@ -76,7 +76,8 @@ int main(void) {
   expect("AllReduce(count 0, NULL)", ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, comm, NULL), ncclSuccess, NULL);
   expect("AllReduce(1 rank)", ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL), ncclSuccess, NULL);
   if (buf[3] != 4) { ++failed; printf("FAIL 1-rank allreduce changed the data\n"); }
-  expect("CommGrow(unsupported)", ncclCommGrow(comm, 2, NULL, -1, NULL, NULL), ncclInvalidUsage, "ncclCommGrow is not supported");
+  expect("CommGrow(NULL newcomm)", ncclCommGrow(comm, 2, NULL, -1, NULL, NULL), ncclInvalidArgument, "newcomm is NULL");
+  expect("ParamBind(unsupported)", ncclParamBind(NULL, "x"), ncclInvalidUsage, "ncclParamBind is not supported");
   expect("Broadcast(root 1 of 1)", ncclBroadcast(buf, buf, 4, ncclFloat, 1, comm, NULL), ncclInvalidArgument, "root 1");
   expect("Reduce(root -1)", ncclReduce(buf, buf, 4, ncclFloat, ncclSum, -1, comm, NULL), ncclInvalidArgument, "root -1");
   expect("Reduce(NULL recv at root)", ncclReduce(buf, NULL, 4, ncclFloat, ncclSum, 0, comm, NULL), ncclInvalidArgument, "recvbuff is NULL");

@@ -58,6 +58,12 @@ def test_shrink_and_revoke(c_program):
     assert "the communicator was revoked" in p.stderr
 
 
+def test_grow_suspend_resume_and_memory_statistics(c_program):
+    # 2 ranks grow to 4 (threads); a suspended communicator refuses work until resumed.
+    p = run(c_program("grow_suspend"))
+    assert p.returncode == 0 and p.stdout.strip().endswith("OK"), p.stdout + p.stderr
+
+
 def test_debug_file_and_info_format(c_program, tmp_path, comm_id):
     exe = c_program("rank_worker")
     pattern = str(tmp_path / "log.%h.%p")
