@@ -197,7 +197,9 @@ void Rma::receive() {
         if (m.done == m.h.bytes) {  // landed: count its signal
           m.inHeader = false;
           raise(p);
-          if (kind.load() == kDevice && rmaDevRaise(comm_, devWatch.load(), p) != ncclSuccess)
+          // Device windows (kind is stored after this rank's registration
+          // returns, and a peer's put may land before: not host is enough).
+          if (kind.load() != kHost && devWatch.load() && rmaDevRaise(comm_, devWatch.load(), p) != ncclSuccess)
             commSetError(comm_, ncclUnhandledCudaError);  // reported
         }
         moved = true;
@@ -446,8 +448,9 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
   // each rank; each then waits until all sent to it have landed, so none is
   // dropped with the window. Row of rank q: kDeregister, index, sent[0..n-1].
   // Device windows: this rank's puts are stream work, finished first, so that
-  // after the allgather no rank writes into the window any more.
-  NCCLCHECK(win->device ? devWait(comm) : devBeforeHostOp(comm));
+  // after the allgather no rank writes into the window any more. A failure
+  // there is reported after the allgather, which the other ranks wait for.
+  const ncclResult_t before = win->device ? devWait(comm) : devBeforeHostOp(comm);
   const int n = comm->nranks;
   const size_t row = static_cast<size_t>(n) + 2;
   std::vector<uint64_t> all(row * n);
@@ -457,6 +460,7 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
   me[1] = static_cast<uint64_t>(win->index);
   std::copy(mine.begin(), mine.end(), me + 2);
   NCCLCHECK(comm->bootstrap->allgather(all.data(), row * sizeof(uint64_t)));
+  NCCLCHECK(before);
   std::vector<uint64_t> toMe(n);
   for (int q = 0; q < n; ++q) {
     const uint64_t* theirs = all.data() + row * q;
@@ -502,6 +506,9 @@ void rmaStop(ncclComm* comm) {
   if (!comm->rma) return;
   Rma& rma = *comm->rma;
   rma.stop();
+  // This rank's puts may still be copying through the mappings closed below
+  // (abort; destroy finished them already).
+  if (rma.dev) (void)devWait(comm);
   {
     std::lock_guard<std::mutex> lock(rma.winMu);
     for (ncclWindow_vidmem*& w : rma.windows) {

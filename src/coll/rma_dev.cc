@@ -51,6 +51,7 @@ std::map<std::string, Mapping>& maps() {
 ncclResult_t ipcOpen(ncclComm* comm, const char* handle, int peer, void** out) {
   std::lock_guard<std::mutex> lock(mapsMu);
   std::string key(handle, sizeof(cudaIpcMemHandle_t));
+  key += std::to_string(comm->cudaDev);  // mapped into this device's context
   auto it = maps().find(key);
   if (it != maps().end()) {
     ++it->second.users;
@@ -155,6 +156,7 @@ ncclResult_t RmaDev::init() {
   *finished = 0;
   CUDACHECK(cudaHostGetDevicePointer(&p, finished, 0), "cudaHostGetDevicePointer", comm_);
   finishedDev = static_cast<uint32_t*>(p);
+  CUDACHECK(cudaStreamCreateWithFlags(&landStream, cudaStreamNonBlocking), "cudaStreamCreate", comm_);
   return ncclSuccess;
 }
 
@@ -246,12 +248,16 @@ ncclResult_t rmaDevPut(ncclComm* comm, RmaDev* dev, int peer, const ncclWindow_v
                        const void* src, size_t bytes, void* stream, const char* opName) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  if (!dev->peerSignals[peer]) {  // another host: the proxy sends it from a staged copy
+  if (!dev->peerSignals[peer]) {  // another host: the proxy sends it
     const int index = win ? win->index : -1;
+    // Device memory from a staged copy; host memory as it is when the stream
+    // gets there (a host-to-host copy on the stream would not wait for the
+    // stream's earlier work, which may still use the staging buffer).
+    const char* direct = bytes && !devBuffer(src) ? static_cast<const char*>(src) : nullptr;
     return devRunStagedCall(
-        comm, stream, src, bytes,
-        [comm, peer, index, offset, bytes, opName](const char* staged) {
-          return rmaSend(comm, peer, index, offset, staged, bytes, opName);
+        comm, stream, direct ? nullptr : src, direct ? 0 : bytes,
+        [comm, peer, index, offset, bytes, opName, direct](const char* staged) {
+          return rmaSend(comm, peer, index, offset, direct ? direct : staged, bytes, opName);
         },
         opName);
   }
@@ -295,10 +301,16 @@ ncclResult_t rmaDevWait(ncclComm* comm, RmaDev* dev, const ncclWaitSignalDesc_t*
 }
 
 namespace {
-ncclResult_t landStream(ncclComm* comm, RmaDev* dev) {
+// The receiver thread's first CUDA work: its device, and relaxed capture mode,
+// so that another thread capturing a graph (global mode) does not fail its
+// copies and synchronizations.
+ncclResult_t landStream(ncclComm* comm, RmaDev*) {
+  static thread_local bool ready = false;
+  if (ready) return ncclSuccess;
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  if (!dev->landStream)
-    CUDACHECK(cudaStreamCreateWithFlags(&dev->landStream, cudaStreamNonBlocking), "cudaStreamCreate", comm);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  CUDACHECK(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode", comm);
+  ready = true;
   return ncclSuccess;
 }
 }  // namespace

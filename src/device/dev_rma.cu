@@ -34,8 +34,10 @@ __global__ void rmaWaitKernel(DevRmaWait w) {
   }
   // Consumed only once every entry is satisfied: a failed wait takes nothing.
   for (int i = 0; i < w.n && ok; ++i) w.consumed[w.peer[i]] += w.need[i];
-  __threadfence_system();
-  atomicAdd_system(w.finished, 1u);
+  if (w.finished) {  // eager waits only (a captured one ends on every replay)
+    __threadfence_system();
+    atomicAdd_system(w.finished, 1u);
+  }
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ for name, args in {
     getattr(lib, name).argtypes = args
 
 UINT8, INT32, FLOAT32 = 1, 2, 7
-INVALID_USAGE, TIMEOUT = 5, 7
+INVALID_USAGE, TIMEOUT = 5, 8
 BLOCK = 1000              # floats each rank puts into each rank's window
 BIG = 3 * 1024 * 1024 + 5  # bytes to the next rank: an odd size
 
@@ -104,6 +104,7 @@ def exchange(rank, nranks, uid):
 
     block = cp.arange(BLOCK, dtype=cp.float32) + rank * 1000
     big = cp.asarray(big_bytes(rank))
+    cp.cuda.Device().synchronize()  # made on CuPy's stream, which `s` does not wait for
     for p in range(nranks):
         to = (rank + p) % nranks
         check(lib.ncclPutSignal(P(block.data.ptr), BLOCK, FLOAT32, to, win, rank * BLOCK * 4, 0, 0, 0, comm, sp),
@@ -118,6 +119,7 @@ def exchange(rank, nranks, uid):
     np.testing.assert_array_equal(got, expect)
     np.testing.assert_array_equal(got_big, big_bytes(prv))
 
+    barrier(comm, s)  # every rank checked the first round before the second overwrites it
     # A put from host memory, and a signal with no data, ordered after it.
     host = np.full(BLOCK, rank + 0.5, np.float32)
     check(lib.ncclPutSignal(P(host.ctypes.data), BLOCK, FLOAT32, nxt, win, rank * BLOCK * 4, 0, 0, 0, comm, sp),
