@@ -52,7 +52,7 @@ def check(r, what):
 def uid_new():
     u = UniqueId()
     check(lib.ncclGetUniqueId(ctypes.byref(u)), "ncclGetUniqueId")
-    return bytes(u.internal)
+    return ctypes.string_at(ctypes.addressof(u), 128)  # all 128 bytes (.internal stops at a NUL)
 
 
 def init(rank, nranks, uid):
