@@ -136,6 +136,9 @@ ncclResult_t reachable(ncclComm* comm, int peer, int dev) {
 }  // namespace
 
 ncclResult_t RmaDev::init() {
+  // Before the registration's allgather: no rank waits before every rank of
+  // this process has loaded the signal kernel.
+  CUDACHECK(devLoadRmaKernels(), "loading the one-sided kernels", comm_);
   const size_t bytes = comm_->nranks * sizeof(uint64_t);
   void* p = nullptr;
   CUDACHECK(cudaMalloc(&p, 2 * bytes), "cudaMalloc (signals)", comm_);

@@ -23,6 +23,8 @@ cudaError_t devLaunchStageWait(const uint32_t* done, const DevCtx& ctx, cudaStre
 // ncclWaitSignal's wait.
 cudaError_t devLaunchSignal(uint64_t* signal, cudaStream_t stream);
 cudaError_t devLaunchWaitSignal(const DevRmaWait& w, cudaStream_t stream);
+// Loads both now (not lazily at first launch: see dev_rma.cu).
+cudaError_t devLoadRmaKernels();
 size_t devTypeSize(int type);
 
 }  // namespace accl

@@ -42,6 +42,15 @@ __global__ void rmaWaitKernel(DevRmaWait w) {
 
 }  // namespace
 
+// CUDA loads kernels lazily, and loading may wait for the kernels running in
+// the context: a rank's wait kernel spins until another rank's signal kernel
+// runs, so in one process the signal kernel must be loaded before any wait.
+cudaError_t devLoadRmaKernels() {
+  cudaFuncAttributes a;
+  cudaError_t e = cudaFuncGetAttributes(&a, rmaSignalKernel);
+  return e != cudaSuccess ? e : cudaFuncGetAttributes(&a, rmaWaitKernel);
+}
+
 cudaError_t devLaunchSignal(uint64_t* signal, cudaStream_t stream) {
   rmaSignalKernel<<<1, 1, 0, stream>>>(reinterpret_cast<unsigned long long*>(signal));
   return cudaGetLastError();

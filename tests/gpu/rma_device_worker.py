@@ -95,6 +95,10 @@ def exchange(rank, nranks, uid):
     wbuf.fill(-1)
     big_alloc = cp.zeros(BIG + 4096, cp.uint8)
     big_in = big_alloc[513:513 + BIG]  # the second window starts inside an allocation, not at its base
+    # Every CuPy kernel first, before any rank can wait on the GPU: loading a
+    # module may wait for the kernels running in this process (other ranks').
+    block = cp.arange(BLOCK, dtype=cp.float32) + rank * 1000
+    big = cp.asarray(big_bytes(rank))
     cp.cuda.Device().synchronize()
     win = register(comm, raw.value, wbytes)
     win2 = register(comm, big_in.data.ptr, BIG)
@@ -102,9 +106,6 @@ def exchange(rank, nranks, uid):
     check(lib.ncclWinGetUserPtr(comm, win, ctypes.byref(user)), "ncclWinGetUserPtr")
     assert user.value == raw.value
 
-    block = cp.arange(BLOCK, dtype=cp.float32) + rank * 1000
-    big = cp.asarray(big_bytes(rank))
-    cp.cuda.Device().synchronize()  # made on CuPy's stream, which `s` does not wait for
     for p in range(nranks):
         to = (rank + p) % nranks
         check(lib.ncclPutSignal(P(block.data.ptr), BLOCK, FLOAT32, to, win, rank * BLOCK * 4, 0, 0, 0, comm, sp),
@@ -168,6 +169,7 @@ def graph(rank, nranks, uid):
     s = cp.cuda.Stream(non_blocking=True)
     win_mem = cp.zeros(BLOCK, cp.int32)
     src = cp.zeros(BLOCK, cp.int32)
+    src.fill(1)  # loads the fill kernel now, before any rank waits on the GPU
     cp.cuda.Device().synchronize()
     win = register(comm, win_mem.data.ptr, BLOCK * 4)
     d, n = waits([(prv, 1)])

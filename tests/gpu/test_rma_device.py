@@ -33,12 +33,12 @@ def run_threads(scenario, nranks):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a rank hung"
     assert not errors, errors
 
 
-def run_procs(scenario, nranks, env=None, timeout=120, host_per_rank=False):
+def run_procs(scenario, nranks, env=None, timeout=60, host_per_rank=False):
     uid = worker.uid_new().hex()
     procs = []
     for r in range(nranks):
