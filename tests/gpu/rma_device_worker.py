@@ -215,7 +215,7 @@ def timeout(rank, nranks, uid):
         check(lib.ncclCommAbort(comm), "ncclCommAbort")
     else:
         # alive until rank 0 timed out (or its wait would end at this rank's abort)
-        time.sleep(8)
+        time.sleep(15)
         check(lib.ncclCommAbort(comm), "ncclCommAbort")
 
 
