@@ -42,7 +42,7 @@ def run_procs(scenario, nranks, env=None, timeout=60, host_per_rank=False):
     uid = worker.uid_new().hex()
     procs = []
     for r in range(nranks):
-        e = dict(os.environ, **(env or {}))
+        e = dict(os.environ, NCCL_SOCKET_IFNAME="lo", **(env or {}))
         if host_per_rank:
             e["NCCL_HOSTID"] = f"rma-host-{r}"
         procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(nranks), uid], env=e,
