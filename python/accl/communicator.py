@@ -672,6 +672,63 @@ class Communicator:
             return None
         return Communicator._adopt(handle, "ncclCommSplit")
 
+    def shrink(self, exclude: Sequence[int] = (), *, abort: bool = False,
+               config: dict | None = None) -> Communicator:
+        """ncclCommShrink (collective over the ranks that stay; the excluded
+        ones do not call): a communicator without the ranks in `exclude`,
+        the others in their order. abort=True (NCCL_SHRINK_ABORT) first stops
+        this communicator's operations in flight, as after a failure.
+        config: ncclConfig_t fields (default: this communicator's)."""
+        comm = self._live("shrink")
+        flags = _accl.SHRINK_ABORT if abort else 0
+        handle = comm.shrink([operator.index(r) for r in exclude], None if config is None else dict(config), flags)
+        return Communicator._adopt(handle, "ncclCommShrink")
+
+    def revoke(self) -> None:
+        """ncclCommRevoke (from any thread): operations in flight here and on
+        the peers end with an error and new ones are refused; shrink, destroy
+        and abort still work."""
+        self._live("revoke").revoke()
+
+    def grow(self, nranks: int, uid: bytes | None = None, *,
+             config: dict | None = None) -> Communicator:
+        """ncclCommGrow on an existing rank (collective over this communicator
+        and the joining ranks, which call Communicator.join): a communicator
+        of `nranks` where this rank keeps its rank. Rank 0 passes the id it
+        made with get_unique_id() (and hands it to the joining ranks); the
+        other existing ranks may pass None."""
+        comm = self._live("grow")
+        handle = _accl.comm_grow(comm, operator.index(nranks), None if uid is None else _as_uid(uid), -1,
+                                 None if config is None else dict(config))
+        return Communicator._adopt(handle, "ncclCommGrow")
+
+    @classmethod
+    def join(cls, nranks: int, uid: bytes, rank: int, *, config: dict | None = None) -> Communicator:
+        """ncclCommGrow on a joining rank: rank `rank` of the grown
+        communicator of `nranks`, with the id from the existing rank 0's
+        get_unique_id()."""
+        handle = _accl.comm_grow(None, operator.index(nranks), _as_uid(uid), operator.index(rank),
+                                 None if config is None else dict(config))
+        return cls._adopt(handle, "ncclCommGrow")
+
+    def suspend(self, free_memory: bool = False) -> None:
+        """ncclCommSuspend: finishes the queued work, then refuses operations
+        until resume(). free_memory sets NCCL_SUSPEND_MEM (ACCL frees none:
+        see mem_stats())."""
+        self._live("suspend").suspend(_accl.SUSPEND_MEM if free_memory else 0)
+
+    def resume(self) -> None:
+        """ncclCommResume."""
+        self._live("resume").resume()
+
+    def mem_stats(self) -> dict[str, int]:
+        """ncclCommMemStats: {"suspend_bytes": device memory suspend frees,
+        "suspended": 1 while suspended, "persist_bytes": device memory kept
+        while suspended, "total_bytes": all the communicator's device memory}."""
+        comm = self._live("mem_stats")
+        names = ("suspend_bytes", "suspended", "persist_bytes", "total_bytes")  # ncclCommMemStat_t order
+        return {name: comm.mem_stats(i) for i, name in enumerate(names)}
+
     def get_unique_id(self) -> bytes:
         """ncclCommGetUniqueId: a new 128-byte unique id."""
         return self._live("get_unique_id").get_unique_id()

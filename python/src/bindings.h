@@ -39,11 +39,17 @@ namespace nb = nanobind;
   X(ncclCommFinalize) \
   X(ncclCommGetAsyncError) \
   X(ncclCommGetUniqueId) \
+  X(ncclCommGrow) \
   X(ncclCommInitRank) \
   X(ncclCommInitRankConfig) \
   X(ncclCommInitRankScalable) \
+  X(ncclCommMemStats) \
   X(ncclCommRegister) \
+  X(ncclCommResume) \
+  X(ncclCommRevoke) \
+  X(ncclCommShrink) \
   X(ncclCommSplit) \
+  X(ncclCommSuspend) \
   X(ncclCommUserRank) \
   X(ncclCommWindowDeregister) \
   X(ncclCommWindowRegister) \

@@ -1,5 +1,5 @@
-// Communicators: unique ids, init (plain and with ncclConfig_t), queries,
-// finalize, destroy and abort.
+// Communicators: unique ids, init (plain and with ncclConfig_t), split,
+// shrink, grow, revoke, suspend/resume, queries, finalize, destroy and abort.
 #include <cstring>
 #include <string>
 
@@ -130,6 +130,66 @@ std::unique_ptr<Comm> split(const Comm& c, int color, int key, nb::handle config
   return std::make_unique<Comm>(child);
 }
 
+// ncclCommShrink: the communicator without the ranks in `exclude` (which do
+// not call). flags: NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT.
+std::unique_ptr<Comm> shrink(const Comm& c, std::vector<int> exclude, nb::handle config, int flags) {
+  ncclComm_t parent = c.get("ncclCommShrink");
+  ncclComm_t child = nullptr;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  std::string netName;
+  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
+  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = api().ncclCommShrink(parent, exclude.data(), static_cast<int>(exclude.size()), &child, cfgp, flags);
+  }
+  check(r, "ncclCommShrink", /*allowInProgress=*/true);
+  return std::make_unique<Comm>(child);
+}
+
+// ncclCommGrow. An existing rank passes its communicator (comm) and rank -1;
+// a joining rank passes no communicator and its new rank. uid: bytes, or None
+// for an existing rank other than 0.
+std::unique_ptr<Comm> grow(const Comm* c, int nranks, nb::handle uid, int rank, nb::handle config) {
+  ncclComm_t parent = c ? c->get("ncclCommGrow") : nullptr;
+  ncclUniqueId id;
+  if (!uid.is_none()) id = toUniqueId(nb::cast<nb::bytes>(uid));
+  ncclComm_t child = nullptr;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  std::string netName;
+  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
+  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;
+    r = api().ncclCommGrow(parent, nranks, uid.is_none() ? nullptr : &id, rank, &child, cfgp);
+  }
+  check(r, "ncclCommGrow", /*allowInProgress=*/true);
+  return std::make_unique<Comm>(child);
+}
+
+void revoke(const Comm& c) { check(api().ncclCommRevoke(c.get("ncclCommRevoke"), 0), "ncclCommRevoke"); }
+
+void suspend(const Comm& c, int flags) {
+  ncclComm_t comm = c.get("ncclCommSuspend");
+  ncclResult_t r;
+  {
+    nb::gil_scoped_release nogil;  // finishes the queued work first
+    r = api().ncclCommSuspend(comm, flags);
+  }
+  check(r, "ncclCommSuspend");
+}
+
+void resume(const Comm& c) { check(api().ncclCommResume(c.get("ncclCommResume")), "ncclCommResume"); }
+
+uint64_t memStats(const Comm& c, int stat) {
+  uint64_t v = 0;
+  check(api().ncclCommMemStats(c.get("ncclCommMemStats"), static_cast<ncclCommMemStat_t>(stat), &v),
+        "ncclCommMemStats");
+  return v;
+}
+
 nb::bytes commGetUniqueId(const Comm& c) {
   ncclUniqueId id;
   check(api().ncclCommGetUniqueId(c.get("ncclCommGetUniqueId"), &id), "ncclCommGetUniqueId");
@@ -207,7 +267,13 @@ void register_comm(nb::module_& m) {
       .def("abort", &abort, "ncclCommAbort (no-op if already released).")
       .def("split", &split, nb::arg("color"), nb::arg("key"), nb::arg("config") = nb::none(),
            "ncclCommSplit; None where color is NCCL_SPLIT_NOCOLOR (-1).")
-      .def("get_unique_id", &commGetUniqueId, "ncclCommGetUniqueId, as bytes.");
+      .def("get_unique_id", &commGetUniqueId, "ncclCommGetUniqueId, as bytes.")
+      .def("shrink", &shrink, nb::arg("exclude"), nb::arg("config") = nb::none(), nb::arg("flags") = 0,
+           "ncclCommShrink without the ranks in exclude.")
+      .def("revoke", &revoke, "ncclCommRevoke.")
+      .def("suspend", &suspend, nb::arg("flags") = 0, "ncclCommSuspend.")
+      .def("resume", &resume, "ncclCommResume.")
+      .def("mem_stats", &memStats, nb::arg("stat"), "ncclCommMemStats of one ncclCommMemStat_t.");
 
   m.def("get_unique_id", &getUniqueId, "ncclGetUniqueId, as bytes.");
   m.def("comm_init_rank", &initRank, nb::arg("nranks"), nb::arg("uid"), nb::arg("rank"),
@@ -217,7 +283,11 @@ void register_comm(nb::module_& m) {
   m.def("comm_init_rank_scalable", &initRankScalable, nb::arg("nranks"), nb::arg("rank"),
         nb::arg("uids"), nb::arg("config") = nb::none(),
         "ncclCommInitRankScalable with a list of unique ids (bytes).");
+  m.def("comm_grow", &grow, nb::arg("comm").none(), nb::arg("nranks"), nb::arg("uid").none(), nb::arg("rank"),
+        nb::arg("config") = nb::none(), "ncclCommGrow (comm None for a joining rank).");
   m.attr("SPLIT_NOCOLOR") = NCCL_SPLIT_NOCOLOR;
+  m.attr("SHRINK_ABORT") = NCCL_SHRINK_ABORT;
+  m.attr("SUSPEND_MEM") = NCCL_SUSPEND_MEM;
 }
 
 }  // namespace accl_py
