@@ -68,6 +68,23 @@ void fillConfig(ncclConfig_t& cfg, nb::dict config, std::string& keep) {
   }
 }
 
+// A config dict, or None (then get() is NULL: the call's default). Not
+// copyable: cfg.netName points into netName.
+class OptionalConfig {
+ public:
+  explicit OptionalConfig(nb::handle config) : set_(!config.is_none()) {
+    if (set_) fillConfig(cfg_, nb::cast<nb::dict>(config), netName_);
+  }
+  OptionalConfig(const OptionalConfig&) = delete;
+  OptionalConfig& operator=(const OptionalConfig&) = delete;
+  ncclConfig_t* get() { return set_ ? &cfg_ : nullptr; }
+
+ private:
+  bool set_;
+  ncclConfig_t cfg_ = NCCL_CONFIG_INITIALIZER;
+  std::string netName_;
+};
+
 // ncclCommInitRank, or ncclCommInitRankConfig when config is a dict. A
 // non-blocking communicator may come back still initialising (ncclInProgress):
 // poll async_error() until it is no longer in progress.
@@ -79,11 +96,9 @@ std::unique_ptr<Comm> initRank(int nranks, nb::bytes uid, int rank, nb::handle c
     nb::gil_scoped_release nogil;
     r = api().ncclCommInitRank(&comm, nranks, id, rank);
   } else {
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    std::string netName;
-    fillConfig(cfg, nb::cast<nb::dict>(config), netName);
+    OptionalConfig cfg(config);
     nb::gil_scoped_release nogil;
-    r = api().ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+    r = api().ncclCommInitRankConfig(&comm, nranks, id, rank, cfg.get());
   }
   const char* call = config.is_none() ? "ncclCommInitRank" : "ncclCommInitRankConfig";
   check(r, call, /*allowInProgress=*/true);
@@ -97,14 +112,11 @@ std::unique_ptr<Comm> initRankScalable(int nranks, int rank, std::vector<nb::byt
   ids.reserve(uids.size());
   for (const nb::bytes& u : uids) ids.push_back(toUniqueId(u));
   ncclComm_t comm = nullptr;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  std::string netName;
-  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
-  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  OptionalConfig cfg(config);
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = api().ncclCommInitRankScalable(&comm, nranks, rank, static_cast<int>(ids.size()), ids.data(), cfgp);
+    r = api().ncclCommInitRankScalable(&comm, nranks, rank, static_cast<int>(ids.size()), ids.data(), cfg.get());
   }
   check(r, "ncclCommInitRankScalable", /*allowInProgress=*/true);
   return std::make_unique<Comm>(comm);
@@ -116,14 +128,11 @@ std::unique_ptr<Comm> initRankScalable(int nranks, int rank, std::vector<nb::byt
 std::unique_ptr<Comm> split(const Comm& c, int color, int key, nb::handle config) {
   ncclComm_t parent = c.get("ncclCommSplit");
   ncclComm_t child = nullptr;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  std::string netName;
-  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
-  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  OptionalConfig cfg(config);
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = api().ncclCommSplit(parent, color, key, &child, cfgp);
+    r = api().ncclCommSplit(parent, color, key, &child, cfg.get());
   }
   check(r, "ncclCommSplit", /*allowInProgress=*/true);
   if (child == nullptr) return nullptr;
@@ -135,14 +144,11 @@ std::unique_ptr<Comm> split(const Comm& c, int color, int key, nb::handle config
 std::unique_ptr<Comm> shrink(const Comm& c, std::vector<int> exclude, nb::handle config, int flags) {
   ncclComm_t parent = c.get("ncclCommShrink");
   ncclComm_t child = nullptr;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  std::string netName;
-  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
-  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  OptionalConfig cfg(config);
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = api().ncclCommShrink(parent, exclude.data(), static_cast<int>(exclude.size()), &child, cfgp, flags);
+    r = api().ncclCommShrink(parent, exclude.data(), static_cast<int>(exclude.size()), &child, cfg.get(), flags);
   }
   check(r, "ncclCommShrink", /*allowInProgress=*/true);
   return std::make_unique<Comm>(child);
@@ -156,14 +162,11 @@ std::unique_ptr<Comm> grow(const Comm* c, int nranks, nb::handle uid, int rank, 
   ncclUniqueId id;
   if (!uid.is_none()) id = toUniqueId(nb::cast<nb::bytes>(uid));
   ncclComm_t child = nullptr;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  std::string netName;
-  if (!config.is_none()) fillConfig(cfg, nb::cast<nb::dict>(config), netName);
-  ncclConfig_t* cfgp = config.is_none() ? nullptr : &cfg;
+  OptionalConfig cfg(config);
   ncclResult_t r;
   {
     nb::gil_scoped_release nogil;
-    r = api().ncclCommGrow(parent, nranks, uid.is_none() ? nullptr : &id, rank, &child, cfgp);
+    r = api().ncclCommGrow(parent, nranks, uid.is_none() ? nullptr : &id, rank, &child, cfg.get());
   }
   check(r, "ncclCommGrow", /*allowInProgress=*/true);
   return std::make_unique<Comm>(child);
