@@ -32,6 +32,16 @@ ncclResult_t startChild(ncclComm* parent, ncclConfig_t* config,
       newcomm);
 }
 
+// A communicator that new ones can be made from (split, grow): initialised, no error.
+ncclResult_t checkParentReady(const ncclComm* comm, const char* fn) {
+  if (!comm->initDone.load() || comm->asyncError.load() != ncclSuccess) {
+    WARN("%s (%s, rank %d): the parent communicator is not ready or has failed", fn, comm->name.c_str(),
+         comm->rank);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
@@ -47,11 +57,7 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
     WARN("ncclCommSplit: color %d is negative (use a color >= 0, or NCCL_SPLIT_NOCOLOR)", color);
     return ncclInvalidArgument;
   }
-  if (!comm->initDone.load() || comm->asyncError.load() != ncclSuccess) {
-    WARN("ncclCommSplit (%s, rank %d): the parent communicator is not ready or has failed", comm->name.c_str(),
-         comm->rank);
-    return ncclInvalidUsage;
-  }
+  NCCLCHECK(checkParentReady(comm, "ncclCommSplit"));
   if (config) {  // checked here too for a rank that gets no communicator
     accl::CommConfig cfg;
     NCCLCHECK(accl::readConfig(config, &cfg));
@@ -153,10 +159,7 @@ extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
     WARN("%s (%s, rank 0): rank 0 must pass the uniqueId it made with ncclCommGetUniqueId", fn, comm->name.c_str());
     return ncclInvalidArgument;
   }
-  if (!comm->initDone.load() || comm->asyncError.load() != ncclSuccess) {
-    WARN("%s (%s, rank %d): the communicator is not ready or has failed", fn, comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
+  NCCLCHECK(checkParentReady(comm, fn));
   struct Offer {  // what each existing rank brings to the allgather
     ncclUniqueId id;
     int32_t hasId;

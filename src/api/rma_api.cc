@@ -50,6 +50,16 @@ ncclResult_t checkSignal(ncclComm* comm, int peer, int sigIdx, int ctx, unsigned
   return ncclSuccess;
 }
 
+// ncclSignal and ncclWaitSignal name no window: the communicator needs one.
+ncclResult_t checkHasWindows(const ncclComm* comm, const char* fn) {
+  if (!comm->rma) {
+    WARN("%s (%s, rank %d): no window was registered on this communicator (one-sided calls need one)", fn,
+         comm->name.c_str(), comm->rank);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
@@ -174,11 +184,7 @@ extern "C" ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int 
   const char* fn = "ncclSignal";
   NCCLCHECK(checkUsable(comm, fn));
   NCCLCHECK(checkSignal(comm, peer, sigIdx, ctx, flags, fn));
-  if (!comm->rma) {
-    WARN("%s (%s, rank %d): no window was registered on this communicator (one-sided calls need one)", fn,
-         comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
+  NCCLCHECK(checkHasWindows(comm, fn));
   accl::CommUse use(comm);
   return accl::rmaPut(comm, peer, nullptr, 0, nullptr, 0, stream, fn);
   ACCL_API_GUARD_END("ncclSignal")
@@ -202,11 +208,7 @@ extern "C" ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalD
       return ncclInvalidArgument;
     }
   }
-  if (nDesc > 0 && !comm->rma) {
-    WARN("%s (%s, rank %d): no window was registered on this communicator (one-sided calls need one)", fn,
-         comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
+  if (nDesc > 0) NCCLCHECK(checkHasWindows(comm, fn));
   accl::CommUse use(comm);
   return nDesc > 0 ? accl::rmaWait(comm, signalDescs, nDesc, stream) : ncclSuccess;
   ACCL_API_GUARD_END("ncclWaitSignal")
