@@ -55,22 +55,36 @@ std::string deviceDescription(int device) {
 }
 
 RankBuffers::~RankBuffers() {
-  if (device_ >= 0) {
-    (void)cudaSetDevice(device_);
+  if (device_ >= 0) (void)cudaSetDevice(device_);
+  if (ncclAlloc_) {
+    (void)ncclMemFree(send_);
+    (void)ncclMemFree(recv_);
+  } else if (device_ >= 0) {
     if (send_) (void)cudaFree(send_);
     if (recv_) (void)cudaFree(recv_);
-    if (ownStream_) (void)cudaStreamDestroy(stream_);
-    std::free(stage_);
   } else {
     std::free(send_);
     std::free(recv_);
   }
+  if (ownStream_) (void)cudaStreamDestroy(stream_);
+  std::free(stage_);
 }
 
-bool RankBuffers::init(int device, size_t bytes, bool streamNull, std::string* err) {
+bool RankBuffers::init(int device, size_t bytes, bool streamNull, bool ncclAlloc, std::string* err) {
   device_ = device;
   bytes_ = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (device >= 0 && !setDevice(device, err)) return false;
+  if (ncclAlloc) {
+    ncclAlloc_ = true;
+    ncclResult_t r = ncclMemAlloc(reinterpret_cast<void**>(&send_), bytes_);
+    if (r == ncclSuccess) r = ncclMemAlloc(reinterpret_cast<void**>(&recv_), bytes_);
+    if (r != ncclSuccess) {
+      *err = std::string("ncclMemAlloc failed: ") + ncclGetErrorString(r);
+      return false;
+    }
+  }
   if (device < 0) {
+    if (ncclAlloc) return true;
     if (posix_memalign(reinterpret_cast<void**>(&send_), kAlign, bytes_) ||
         posix_memalign(reinterpret_cast<void**>(&recv_), kAlign, bytes_)) {
       *err = "cannot allocate " + std::to_string(bytes_) + " bytes of host memory";
@@ -78,9 +92,10 @@ bool RankBuffers::init(int device, size_t bytes, bool streamNull, std::string* e
     }
     return true;
   }
-  if (!setDevice(device, err)) return false;
-  if (!cudaOk(cudaMalloc(reinterpret_cast<void**>(&send_), bytes_), "cudaMalloc", err)) return false;
-  if (!cudaOk(cudaMalloc(reinterpret_cast<void**>(&recv_), bytes_), "cudaMalloc", err)) return false;
+  if (!ncclAlloc) {
+    if (!cudaOk(cudaMalloc(reinterpret_cast<void**>(&send_), bytes_), "cudaMalloc", err)) return false;
+    if (!cudaOk(cudaMalloc(reinterpret_cast<void**>(&recv_), bytes_), "cudaMalloc", err)) return false;
+  }
   if (posix_memalign(reinterpret_cast<void**>(&stage_), kAlign, bytes_)) {
     *err = "cannot allocate " + std::to_string(bytes_) + " bytes of host staging memory";
     return false;
@@ -179,13 +194,25 @@ bool setDevice(int, std::string* err) { return noCuda(err); }
 std::string deviceDescription(int device) { return device < 0 ? "[host] host memory" : "[?] CUDA device"; }
 
 RankBuffers::~RankBuffers() {
-  std::free(send_);
-  std::free(recv_);
+  if (ncclAlloc_) {
+    (void)ncclMemFree(send_);
+    (void)ncclMemFree(recv_);
+  } else {
+    std::free(send_);
+    std::free(recv_);
+  }
 }
 
-bool RankBuffers::init(int device, size_t bytes, bool, std::string* err) {
+bool RankBuffers::init(int device, size_t bytes, bool, bool ncclAlloc, std::string* err) {
   if (device >= 0) return noCuda(err);
   bytes_ = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (ncclAlloc) {
+    ncclAlloc_ = true;
+    ncclResult_t r = ncclMemAlloc(reinterpret_cast<void**>(&send_), bytes_);
+    if (r == ncclSuccess) r = ncclMemAlloc(reinterpret_cast<void**>(&recv_), bytes_);
+    if (r != ncclSuccess) *err = std::string("ncclMemAlloc failed: ") + ncclGetErrorString(r);
+    return r == ncclSuccess;
+  }
   if (posix_memalign(reinterpret_cast<void**>(&send_), kAlign, bytes_) ||
       posix_memalign(reinterpret_cast<void**>(&recv_), kAlign, bytes_)) {
     *err = "cannot allocate " + std::to_string(bytes_) + " bytes of host memory";

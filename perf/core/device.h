@@ -28,7 +28,10 @@ class RankBuffers {
   RankBuffers& operator=(const RankBuffers&) = delete;
   ~RankBuffers();
 
-  bool init(int device, size_t bytes, bool streamNull, std::string* err);
+  // ncclAlloc: the buffers come from ncclMemAlloc (windows need it), else
+  // from cudaMalloc (device mode) or the heap (host mode).
+  bool init(int device, size_t bytes, bool streamNull, bool ncclAlloc, std::string* err);
+  size_t bytes() const { return bytes_; }
   bool onDevice() const { return device_ >= 0; }
   char* send() const { return send_; }
   char* recv() const { return recv_; }
@@ -49,6 +52,7 @@ class RankBuffers {
   char* stage_ = nullptr;  // device mode only
   cudaStream_t stream_ = nullptr;
   bool ownStream_ = false;
+  bool ncclAlloc_ = false;
 };
 
 // Waits for the streams of one thread's ranks (device mode), polling each

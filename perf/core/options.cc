@@ -65,6 +65,7 @@ void usage(const char* program, FILE* f) {
       "\t[-T,--timeout <seconds without progress before the watchdog stops the run; 0=none; default 600>]\n"
       "\t[-G,--cudagraph <num graph launches>]\n"
       "\t[-C,--report_cputime <0/1>]\n"
+      "\t[-R,--local_register <0/1/2> register the buffers: 1 ncclCommRegister, 2 symmetric windows]\n"
       "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]\n"
       "\t[-J,--output_file <file> write the results as JSON]\n"
       "\t[--csv <file> write the results as CSV]\n"
@@ -93,13 +94,14 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
       {"stream_null", required_argument, nullptr, 'y'},  {"timeout", required_argument, nullptr, 'T'},
       {"cudagraph", required_argument, nullptr, 'G'},    {"report_cputime", required_argument, nullptr, 'C'},
       {"average", required_argument, nullptr, 'a'},      {"output_file", required_argument, nullptr, 'J'},
+      {"local_register", required_argument, nullptr, 'R'},
       {"csv", required_argument, nullptr, kCsv},         {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   opterr = 0;
   optind = 1;
   long v = 0;
   for (;;) {
-    int c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:J:h", longopts, nullptr);
+    int c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:J:R:h", longopts, nullptr);
     if (c == -1) break;
     const char* arg = optarg;
     switch (c) {
@@ -121,6 +123,7 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
       case 'G': if (!parseInt(arg, 0, 1 << 20, &v)) return bad(program, "-G (cudagraph)", arg); o->cudaGraphs = int(v); break;
       case 'C': if (!parseInt(arg, 0, 1, &v)) return bad(program, "-C (report_cputime)", arg); o->reportCpuTime = int(v); break;
       case 'a': if (!parseInt(arg, 0, 3, &v)) return bad(program, "-a (average)", arg); o->average = int(v); break;
+      case 'R': if (!parseInt(arg, 0, 2, &v)) return bad(program, "-R (local_register)", arg); o->registerMode = int(v); break;
       case 'J': o->jsonFile = arg; break;
       case kCsv: o->csvFile = arg; break;
       case 'o': {

@@ -33,6 +33,7 @@ struct Options {
   int average = 1;                  // -a  0 rank 0, 1 mean, 2 min, 3 max
   int parallelInit = 0;             // -p  accepted; every thread creates its own ranks anyway
   int timeoutSec = 600;             // -T  watchdog: seconds without progress (0: none)
+  int registerMode = 0;             // -R  0 none, 1 ncclCommRegister, 2 symmetric windows (ncclMemAlloc'd)
   std::string jsonFile;             // -J
   std::string csvFile;              // --csv
 };

@@ -60,8 +60,10 @@ void RankSet::init() {
     ncclResult_t r = ncclCommCuDevice(k.comm, &k.commDev);
     if (r != ncclSuccess) failCall(*s_, k.rank, "ncclCommCuDevice", r, k.comm);
     k.buf.reset(new RankBuffers);
-    if (!k.buf->init(k.commDev, bufBytes_, s_->opts.streamNull != 0, &err)) fail(k, err);
+    if (!k.buf->init(k.commDev, bufBytes_, s_->opts.streamNull != 0, s_->opts.registerMode == 2, &err))
+      fail(k, err);
   }
+  registerBuffers();
   if (s_->opts.cudaGraphs > 0 && anyHostMode()) {
     fail(ranks_[0], "-G (cudagraph) needs device buffers, but the library runs this communicator in host mode "
                     "(ncclCommCuDevice = -1); use -G 0");
@@ -69,8 +71,45 @@ void RankSet::init() {
   watchdogDoing(thread_, firstRank_, "idle");
 }
 
+// -R 1: ncclCommRegister (local, per buffer). -R 2: ncclCommWindowRegister
+// with NCCL_WIN_COLL_SYMMETRIC, collective on every rank, as nccl-tests.
+void RankSet::registerBuffers() {
+  const int mode = s_->opts.registerMode;
+  if (mode == 0) return;
+  if (mode == 2 && ranks_.size() > 1)
+    fail(ranks_[0], "-R 2 (symmetric windows) needs one rank per thread (-g 1): ACCL does not register windows "
+                    "inside a group");
+  watchdogDoing(thread_, firstRank_, mode == 1 ? "ncclCommRegister" : "ncclCommWindowRegister");
+  for (Rank& k : ranks_) {
+    char* bufs[2] = {k.buf->send(), k.buf->recv()};
+    for (int i = 0; i < 2; i++) {
+      ncclResult_t r = mode == 1
+          ? ncclCommRegister(k.comm, bufs[i], k.buf->bytes(), &k.handles[i])
+          : ncclCommWindowRegister(k.comm, bufs[i], k.buf->bytes(), reinterpret_cast<ncclWindow_t*>(&k.handles[i]),
+                                   NCCL_WIN_COLL_SYMMETRIC);
+      if (r != ncclSuccess) failCall(*s_, k.rank, mode == 1 ? "ncclCommRegister" : "ncclCommWindowRegister", r, k.comm);
+    }
+  }
+  watchdogDoing(thread_, firstRank_, "idle");
+}
+
+void RankSet::deregisterBuffers() {
+  const int mode = s_->opts.registerMode;
+  for (Rank& k : ranks_) {
+    for (void*& h : k.handles) {
+      if (!h) continue;
+      ncclResult_t r = mode == 1 ? ncclCommDeregister(k.comm, h)
+                                 : ncclCommWindowDeregister(k.comm, reinterpret_cast<ncclWindow_t>(h));
+      if (r != ncclSuccess)
+        failCall(*s_, k.rank, mode == 1 ? "ncclCommDeregister" : "ncclCommWindowDeregister", r, k.comm);
+      h = nullptr;
+    }
+  }
+}
+
 void RankSet::destroy() {
   watchdogDoing(thread_, firstRank_, "ncclCommDestroy");
+  deregisterBuffers();
   for (Rank& k : ranks_) {
     k.buf.reset();
     ncclResult_t r = ncclCommDestroy(k.comm);

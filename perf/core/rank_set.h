@@ -71,7 +71,10 @@ class RankSet {
     int commDev = -1;  // what the library reports (-1: host mode)
     ncclComm_t comm = nullptr;
     std::unique_ptr<RankBuffers> buf;
+    void* handles[2] = {nullptr, nullptr};  // -R: the send and receive buffers' registrations
   };
+  void registerBuffers();
+  void deregisterBuffers();
   char* sendPtr(const Rank& r, const Layout& l, bool inPlace, size_t shift) const;
   char* recvPtr(const Rank& r, const Layout& l, bool inPlace, size_t shift) const;
   [[noreturn]] void fail(const Rank& r, const std::string& what) const { failRank(*s_, r.rank, what); }

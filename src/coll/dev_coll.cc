@@ -24,6 +24,8 @@
 #include <map>
 
 #include "coll/dev_state.h"
+#include "coll/rma.h"
+#include "coll/rma_dev.h"
 #include "device/dev_launch.h"
 
 namespace accl {
@@ -190,9 +192,9 @@ ncclResult_t devCheck(ncclComm* comm) {
         break;
       case kDevSignalTimeout:
         err = ncclTimeout;
-        WARN("ncclWaitSignal (%s, rank %d of %d, device %d): timed out (ACCL_TIMEOUT) waiting for %u signal(s) from "
-             "rank %d (%u arrived)", comm->name.c_str(), comm->rank, comm->nranks, comm->cudaDev, s.expected, s.peer,
-             s.got);
+        WARN("ncclWaitSignal (%s, rank %d of %d, device %d): timed out (ACCL_TIMEOUT) waiting for %llu signal(s) "
+             "from rank %d (%llu arrived)", comm->name.c_str(), comm->rank, comm->nranks, comm->cudaDev,
+             (unsigned long long)s.expected, s.peer, (unsigned long long)s.got);
         break;
       case kDevSignalStopped:
         WARN("ncclWaitSignal (%s, rank %d, device %d): stopped waiting for signals from rank %d: the communicator "
@@ -200,9 +202,22 @@ ncclResult_t devCheck(ncclComm* comm) {
         break;
       case kDevSizeMismatch:
         err = ncclInvalidUsage;
-        WARN("%s (rank %d, device %d): rank %d sent %u bytes where %u were expected (do all ranks call the same "
-             "operations with the same counts?)", comm->name.c_str(), comm->rank, comm->cudaDev, s.peer, s.got,
-             s.expected);
+        WARN("%s (rank %d, device %d): rank %d sent %llu bytes where %llu were expected (do all ranks call the "
+             "same operations with the same counts?)", comm->name.c_str(), comm->rank, comm->cudaDev, s.peer,
+             (unsigned long long)s.got, (unsigned long long)s.expected);
+        break;
+      case kDevCountMismatch:
+        err = ncclInvalidUsage;
+        WARN("%s (rank %d, device %d): rank %d called a collective on %llu bytes where this rank's has %llu (do all "
+             "ranks call the same collectives with the same counts and types?)", comm->name.c_str(), comm->rank,
+             comm->cudaDev, s.peer, (unsigned long long)s.got, (unsigned long long)s.expected);
+        break;
+      case kDevAsymmetric:
+        err = ncclInvalidUsage;
+        WARN("%s (rank %d, device %d): rank %d's %s buffer of a collective is not in a window this rank knows (with "
+             "ranks in several processes, direct collectives need every rank's buffers in windows registered with "
+             "NCCL_WIN_COLL_SYMMETRIC; do all ranks call the same collective with the same root?)",
+             comm->name.c_str(), comm->rank, comm->cudaDev, s.peer, s.isSend ? "receive" : "send");
         break;
       default:
         if (s.failedRank >= 0 && s.failedRank != s.peer && s.failedRank != comm->rank)
@@ -225,6 +240,15 @@ ncclResult_t devWait(ncclComm* comm) {
   if (comm->dev->haveLast) CUDACHECK(cudaEventSynchronize(comm->dev->lastEvent), "cudaEventSynchronize", comm);
   ncclResult_t r = devCheck(comm);
   return r == ncclInProgress ? ncclSuccess : r;
+}
+
+ncclResult_t devWriteSync(ncclComm* comm, void* dst, const void* src, size_t bytes, const char* what) {
+  cudaStream_t s = nullptr;
+  CUDACHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", comm);
+  cudaError_t e = src ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s) : cudaMemsetAsync(dst, 0, bytes, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  (void)cudaStreamDestroy(s);
+  return cudaCheck(e, what, comm);
 }
 
 ncclResult_t devRunCollective(const CollArgs& a) {
@@ -283,8 +307,21 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   w.sendCh = ipcChannels(d.ringSend);  // the direct algorithm watches their abort flags
   w.recvCh = ipcChannels(d.ringRecv);
   if (!w.sendCh || !w.recvCh) return ncclInternalError;
-  if (d.direct) {  // every rank here: blocks split each rank's part (total / n bytes)
-    w.direct = d.direct;
+  // Direct: every rank in this process, or buffers in symmetric windows.
+  bool direct = d.direct != nullptr;
+  if (direct) {
+    for (int k = 0; k < n; ++k) w.slots[k] = d.direct + k;
+  } else if (d.directBlocks > 0) {
+    const size_t sendBytes = a.kind == CollKind::ReduceScatter ? total : a.count * esize;
+    const size_t recvBytes = a.kind == CollKind::AllGather ? total : a.count * esize;
+    direct = rmaDevDirect(comm, rmaDevOf(comm), &w, sendBytes, recvBytes);
+    if (direct && !d.windowDirectSeen) {
+      d.windowDirectSeen = true;
+      INFO(kColl, "%s rank %d: %s runs as a direct collective on symmetric windows (first such call)",
+           comm->name.c_str(), comm->rank, a.opName);
+    }
+  }
+  if (direct) {  // blocks split each rank's part (total / n bytes)
     const size_t perRank = total / n;
     w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((perRank + kDirectBytesPerBlock - 1) /
                                                                             kDirectBytesPerBlock, d.directBlocks)));

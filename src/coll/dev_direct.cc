@@ -1,11 +1,14 @@
 // Direct collectives (device/dev_direct.cuh) for communicators whose ranks all
-// live in this process on one GPU: ncclCommInitAll with a repeated devlist,
-// grouped inits, a thread per rank. Their kernels exchange buffer addresses at
-// run time through a table in device memory that every rank of the
-// communicator shares; this file makes that table (one per communicator, found
-// by the communicator's hash, which all its ranks share) and frees it with the
-// last rank. Ranks in other processes would need each buffer mapped through
-// CUDA IPC on every call, so they keep the ring.
+// use one GPU. When they all live in this process (ncclCommInitAll with a
+// repeated devlist, grouped inits, a thread per rank), their kernels exchange
+// buffer addresses at run time through a table in device memory that every
+// rank of the communicator shares; this file makes that table (one per
+// communicator, found by the communicator's hash, which all its ranks share)
+// and frees it with the last rank. Ranks in several processes cannot read each
+// other's buffers without mapping them through CUDA IPC, which costs too much
+// per call: they use the direct collectives only on buffers in windows
+// registered with NCCL_WIN_COLL_SYMMETRIC, mapped once (coll/rma_dev.cc), and
+// the ring otherwise.
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <unistd.h>
 
@@ -29,10 +32,10 @@ std::map<uint64_t, Table>& tables() {
   return *t;
 }
 
-bool allHereOnOneGpu(const ncclComm* comm) {
+bool onOneGpu(const ncclComm* comm, bool oneProcess) {
   const PeerInfo& me = comm->peers[comm->rank];
   for (const PeerInfo& p : comm->peers)
-    if (p.pid != me.pid || p.hostHash != me.hostHash || p.devKey != me.devKey) return false;
+    if ((oneProcess && p.pid != me.pid) || p.hostHash != me.hostHash || p.devKey != me.devKey) return false;
   return true;
 }
 
@@ -41,32 +44,31 @@ bool allHereOnOneGpu(const ncclComm* comm) {
 ncclResult_t devDirectSetup(ncclComm* comm) {
   DevState& d = *comm->dev;
   const int n = comm->nranks;
-  if (n < 2 || n > kDevMaxDirect || paramInt(Param::Direct) == 0 || !allHereOnOneGpu(comm)) return ncclSuccess;
+  if (n < 2 || n > kDevMaxDirect || paramInt(Param::Direct) == 0 || !onOneGpu(comm, false)) return ncclSuccess;
+  // Every rank's blocks wait for the others', so all must be resident at once:
+  // the multiprocessors are shared among the ranks.
+  d.directBlocks = std::max(1, d.smCount / n);
+  if (!onOneGpu(comm, true)) {
+    INFO(kInit, "%s rank %d: direct collectives on symmetric windows (%d ranks on device %d), %d block(s) per rank",
+         comm->name.c_str(), comm->rank, n, comm->cudaDev, d.directBlocks);
+    return ncclSuccess;
+  }
   std::lock_guard<std::mutex> lock(tablesMu);
   Table& t = tables()[comm->commHash];
   if (!t.slots) {
     void* p = nullptr;
     CUDACHECK(cudaMalloc(&p, n * sizeof(DevDirectSlot)), "cudaMalloc (direct table)", comm);
-    // Zeroed on a stream of its own and waited for: the first kernels may run
-    // on non-blocking streams, which the legacy stream does not order.
-    cudaStream_t zs = nullptr;
-    cudaError_t e = cudaStreamCreateWithFlags(&zs, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, n * sizeof(DevDirectSlot), zs);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(zs);
-    if (zs) (void)cudaStreamDestroy(zs);
-    if (e != cudaSuccess) {
+    ncclResult_t r = devWriteSync(comm, p, nullptr, n * sizeof(DevDirectSlot), "cudaMemset (direct table)");
+    if (r != ncclSuccess) {
       (void)cudaFree(p);
       tables().erase(comm->commHash);
-      return cudaCheck(e, "cudaMemset (direct table)", comm);
+      return r;
     }
     t.slots = static_cast<DevDirectSlot*>(p);
   }
   ++t.users;
   d.direct = t.slots;
   comm->gpuBytes += sizeof(DevDirectSlot);  // this rank's share of the table
-  // Every rank's blocks wait for the others', so all must be resident at once:
-  // the multiprocessors are shared among the ranks (two 512-thread blocks fit one).
-  d.directBlocks = std::max(1, d.smCount / n);
   INFO(kInit, "%s rank %d: direct collectives (%d ranks in this process on device %d), %d block(s) per rank",
        comm->name.c_str(), comm->rank, n, comm->cudaDev, d.directBlocks);
   return ncclSuccess;

@@ -32,19 +32,28 @@ struct DevState {
   bool reported = false;
   Connection* ringSend = nullptr;
   Connection* ringRecv = nullptr;
-  // All ranks in this process on this GPU: the table direct collectives share
-  // (coll/dev_direct.cc), and the blocks each rank may run at once.
-  DevDirectSlot* direct = nullptr;
+  // All ranks on this GPU: the blocks each rank's direct collectives may run
+  // at once (0: no direct collectives), and, when all are in this process, the
+  // slot table they share (coll/dev_direct.cc). Ranks of several processes use
+  // their symmetric windows' slots instead (coll/rma_dev.cc).
   int directBlocks = 0;
+  DevDirectSlot* direct = nullptr;
+  bool windowDirectSeen = false;  // a collective ran direct on windows (logged once)
   // Between hosts: the proxy that runs staged operations (made on first use).
   std::unique_ptr<Stager, StagerDeleter> stager;
 };
 
-// Direct collectives (coll/dev_direct.cc): at setup, the shared table when every
-// rank is in this process on this GPU (and ACCL_DIRECT allows); released with
-// the communicator's device state.
+// Direct collectives (coll/dev_direct.cc): at setup, when every rank is on
+// this GPU (and ACCL_DIRECT allows), the blocks per rank, and the shared table
+// when they are all in this process; released with the device state.
 ncclResult_t devDirectSetup(ncclComm* comm);
 void devDirectRelease(ncclComm* comm);
+
+// Writes `bytes` at `dst` (device memory) from `src` (host memory; NULL:
+// zeroes) on a stream of its own, and waits for it: not on the legacy stream,
+// which does not order non-blocking streams, and not on the whole device,
+// where other ranks of this process may have kernels waiting for this one.
+ncclResult_t devWriteSync(ncclComm* comm, void* dst, const void* src, size_t bytes, const char* what);
 
 // ncclSuccess, or a WARN naming the call and ncclUnhandledCudaError.
 ncclResult_t cudaCheck(cudaError_t e, const char* what, const ncclComm* comm);

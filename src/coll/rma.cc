@@ -486,6 +486,24 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
 
 bool rmaOnDevice(const ncclComm* comm) { return comm->rma && comm->rma->kind.load() == kDevice; }
 
+RmaDev* rmaDevOf(const ncclComm* comm) { return rmaOnDevice(comm) ? comm->rma->dev.get() : nullptr; }
+
+bool rmaFindSymmetric(ncclComm* comm, const void* p, size_t bytes, int* index, size_t* offset) {
+  if (!comm->rma || !p || bytes == 0) return false;
+  Rma& rma = *comm->rma;
+  const char* c = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(rma.winMu);
+  for (const ncclWindow_vidmem* w : rma.windows) {
+    if (!w || !w->device || !(w->flags & NCCL_WIN_COLL_SYMMETRIC)) continue;
+    const char* base = static_cast<const char*>(w->base);
+    if (c < base || c >= base + w->size || bytes > w->size - static_cast<size_t>(c - base)) continue;
+    *index = w->index;
+    *offset = static_cast<size_t>(c - base);
+    return true;
+  }
+  return false;
+}
+
 ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const void* data, size_t bytes,
                      const char* opName) {
   return comm->rma->send(peer, index, offset, data, bytes, opName);

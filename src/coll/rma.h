@@ -44,6 +44,7 @@ namespace accl {
 constexpr uint64_t kWindowMagic = 0x776f646e69772d61ull;  // "a-window"
 
 class Rma;
+class RmaDev;
 struct RmaDeleter {
   void operator()(Rma* r) const;
 };
@@ -70,6 +71,11 @@ bool rmaOnDevice(const ncclComm* comm);
 // another host, from the staging proxy.
 ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const void* data, size_t bytes,
                      const char* opName);
+// The device windows' state (NULL until a device window is registered).
+RmaDev* rmaDevOf(const ncclComm* comm);
+// The window registered with NCCL_WIN_COLL_SYMMETRIC that holds `bytes` (> 0)
+// at `p`: its index and p's offset there; false if none does.
+bool rmaFindSymmetric(ncclComm* comm, const void* p, size_t bytes, int* index, size_t* offset);
 // commFree: stops the receiver thread before the connections go.
 void rmaStop(ncclComm* comm);
 

@@ -30,6 +30,13 @@ class RmaDev {
                                        // NULL for ranks on other hosts)
   std::vector<void*> opened;           // IPC mappings of the peers' arrays
   cudaStream_t landStream = nullptr;   // the receiver thread's copies and signals (puts from other hosts)
+  // Direct collectives on symmetric windows (ranks of several processes on
+  // one GPU): every rank's slot, which follows its signal array, as mapped
+  // here; and the device table of every rank's window of each index.
+  DevDirectSlot* slots[kDevMaxDirect] = {};
+  char** winBases = nullptr;  // kDevMaxDirectWindows x kDevMaxDirect, device memory
+
+  static size_t slotOffset(int n) { return (2 * n * sizeof(uint64_t) + 127) / 128 * 128; }
 };
 
 void RmaDevDeleter::operator()(RmaDev* d) const { delete d; }
@@ -133,26 +140,48 @@ ncclResult_t reachable(ncclComm* comm, int peer, int dev) {
   return cudaCheck(e, "cudaDeviceEnablePeerAccess", comm);
 }
 
+// Direct collectives of ranks in several processes use this window.
+bool directWindow(ncclComm* comm, const ncclWindow_vidmem* win) {
+  const DevState* d = comm->dev.get();
+  return d && d->directBlocks > 0 && !d->direct && (win->flags & NCCL_WIN_COLL_SYMMETRIC) &&
+         win->index < kDevMaxDirectWindows;
+}
+
+// Writes the window's row of the direct collectives' table: every rank's
+// window as mapped here (`bases`), or NULLs when it goes.
+ncclResult_t publishWindow(ncclComm* comm, RmaDev* dev, const ncclWindow_vidmem* win, char* const* bases) {
+  if (!directWindow(comm, win)) return ncclSuccess;
+  const size_t tableBytes = sizeof(char*) * kDevMaxDirectWindows * kDevMaxDirect;
+  if (!dev->winBases) {
+    if (!bases) return ncclSuccess;
+    void* p = nullptr;
+    CUDACHECK(cudaMalloc(&p, tableBytes), "cudaMalloc (window table)", comm);
+    ncclResult_t r = devWriteSync(comm, p, nullptr, tableBytes, "cudaMemset (window table)");
+    if (r != ncclSuccess) {
+      (void)cudaFree(p);
+      return r;
+    }
+    dev->winBases = static_cast<char**>(p);
+    comm->gpuBytes += tableBytes;
+  }
+  char* row[kDevMaxDirect] = {};
+  for (int q = 0; bases && q < comm->nranks; ++q) row[q] = bases[q];
+  return devWriteSync(comm, dev->winBases + win->index * kDevMaxDirect, row, sizeof row, "cudaMemcpy (window table)");
+}
+
 }  // namespace
 
 ncclResult_t RmaDev::init() {
   // Before the registration's allgather: no rank waits before every rank of
   // this process has loaded the signal kernel.
   CUDACHECK(devLoadRmaKernels(), "loading the one-sided kernels", comm_);
-  const size_t bytes = comm_->nranks * sizeof(uint64_t);
+  const size_t bytes = slotOffset(comm_->nranks) + sizeof(DevDirectSlot);  // signals, consumed, the direct slot
   void* p = nullptr;
-  CUDACHECK(cudaMalloc(&p, 2 * bytes), "cudaMalloc (signals)", comm_);
+  CUDACHECK(cudaMalloc(&p, bytes), "cudaMalloc (signals)", comm_);
   signals = static_cast<uint64_t*>(p);
   consumed = signals + comm_->nranks;
-  comm_->gpuBytes += 2 * bytes;
-  // Zeroed on a stream of its own and waited for (not the whole device: other
-  // ranks of this process may have kernels waiting for this rank).
-  cudaStream_t zs = nullptr;
-  CUDACHECK(cudaStreamCreateWithFlags(&zs, cudaStreamNonBlocking), "cudaStreamCreate", comm_);
-  cudaError_t e = cudaMemsetAsync(p, 0, 2 * bytes, zs);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(zs);
-  (void)cudaStreamDestroy(zs);
-  CUDACHECK(e, "cudaMemset (signals)", comm_);
+  comm_->gpuBytes += bytes;
+  NCCLCHECK(devWriteSync(comm_, p, nullptr, bytes, "cudaMemset (signals)"));
   CUDACHECK(cudaHostAlloc(&p, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc",
             comm_);
   finished = static_cast<uint32_t*>(p);
@@ -165,6 +194,7 @@ ncclResult_t RmaDev::init() {
 
 RmaDev::~RmaDev() {
   for (void* p : opened) ipcClose(p);
+  if (winBases) (void)cudaFree(winBases);
   if (landStream) (void)cudaStreamDestroy(landStream);
   if (signals) (void)cudaFree(signals);  // waits for the kernels that use it
   if (finished) (void)cudaFreeHost(finished);
@@ -230,6 +260,12 @@ ncclResult_t rmaDevAttach(ncclComm* comm, RmaDev* dev, ncclWindow_vidmem* win, c
       dev->peerSignals[q] = static_cast<uint64_t*>(p);
     }
   }
+  if (r == ncclSuccess && first)
+    for (int q = 0; q < n && q < kDevMaxDirect; ++q)
+      if (dev->peerSignals[q])
+        dev->slots[q] = reinterpret_cast<DevDirectSlot*>(reinterpret_cast<char*>(dev->peerSignals[q]) +
+                                                          RmaDev::slotOffset(n));
+  if (r == ncclSuccess) r = publishWindow(comm, dev, win, win->peerBase.data());
   if (r != ncclSuccess) {
     rmaDevDetach(dev, win);
     if (first) {
@@ -241,7 +277,8 @@ ncclResult_t rmaDevAttach(ncclComm* comm, RmaDev* dev, ncclWindow_vidmem* win, c
   return r;
 }
 
-void rmaDevDetach(RmaDev*, ncclWindow_vidmem* win) {
+void rmaDevDetach(RmaDev* dev, ncclWindow_vidmem* win) {
+  if (dev && !win->peerBase.empty()) (void)publishWindow(dev->comm_, dev, win, nullptr);
   for (void* p : win->opened) ipcClose(p);
   win->opened.clear();
   win->peerBase.clear();
@@ -338,6 +375,26 @@ ncclResult_t rmaDevFlush(ncclComm* comm, RmaDev* dev) {
   return ncclSuccess;
 }
 
+bool rmaDevDirect(ncclComm* comm, RmaDev* dev, DevCollWork* w, size_t sendBytes, size_t recvBytes) {
+  if (!dev || !dev->winBases) return false;
+  const int me = comm->rank;
+  int sendWin = -1, recvWin = -1;
+  size_t sendOff = 0, recvOff = 0;
+  const bool sharesSend = directSharesSend(w->coll, me, w->root), sharesRecv = directSharesRecv(w->coll, me, w->root);
+  if (!sharesSend && !sharesRecv) return false;
+  if (sharesSend && !rmaFindSymmetric(comm, w->send, sendBytes, &sendWin, &sendOff)) return false;
+  if (sharesRecv && !rmaFindSymmetric(comm, w->recv, recvBytes, &recvWin, &recvOff)) return false;
+  if (sendWin >= kDevMaxDirectWindows || recvWin >= kDevMaxDirectWindows) return false;
+  for (int q = 0; q < comm->nranks; ++q) w->slots[q] = dev->slots[q];
+  w->winBases = dev->winBases;
+  w->winCount = kDevMaxDirectWindows;
+  w->sendWin = sendWin;
+  w->recvWin = recvWin;
+  w->sendOff = sendOff;
+  w->recvOff = recvOff;
+  return true;
+}
+
 bool rmaDevWaiting(const RmaDev* dev) {
   return dev && dev->issued.load() != *reinterpret_cast<volatile const uint32_t*>(dev->finished);
 }
@@ -363,6 +420,7 @@ ncclResult_t rmaDevLand(ncclComm*, RmaDev*, char*, const void*, size_t) { return
 ncclResult_t rmaDevRaise(ncclComm*, RmaDev*, int) { return ncclInternalError; }
 ncclResult_t rmaDevFlush(ncclComm*, RmaDev*) { return ncclSuccess; }
 bool rmaDevWaiting(const RmaDev*) { return false; }
+bool rmaDevDirect(ncclComm*, RmaDev*, DevCollWork*, size_t, size_t) { return false; }
 }  // namespace accl
 
 #endif

@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
       else
         elementwise<T, K, true, false, true>(r, src + lo, nullptr, dst + lo, nullptr, hi - lo);
     }
-  } else if (w.direct) {
+  } else if (w.slots[0]) {
     directColl<C, T, K>(w, r, &fail);
   } else {
     Block b{&w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, 0, &fail};

@@ -1,15 +1,15 @@
-// Direct collectives of the CUDA executor: the ranks of one process on one GPU
-// read each other's inputs and write each other's outputs, so every byte is
+// Direct collectives of the CUDA executor: the ranks on one GPU (of one
+// process, or of several with symmetric windows) read each other's inputs and write each other's outputs, so every byte is
 // read and written once, as the HBM bound counts it (the ring moves it through
 // connector slots: twice the traffic).
 //
-// A call: block 0 publishes this rank's buffers in its slot of the shared table
-// (dev_types.h DevDirectSlot) and every block waits until every rank published
-// the same call; then each rank reduces the part it owns, over all inputs,
-// into all outputs; the last block of each rank to finish marks the call done
-// and waits until every rank did, so that when a rank's kernel ends, its output
-// is complete and no peer reads its buffers any more. In place is safe: a part
-// of every buffer is read and written by its owner alone, reads first.
+// A call: block 0 publishes this rank's buffers in its slot (dev_types.h
+// DevDirectSlot) and every block waits until every rank published the same
+// call; then each rank reduces the part it owns, over all inputs, into all
+// outputs; every block counts itself finished, and block 0 waits until every
+// rank's blocks did, so that when a rank's kernel ends, its output is complete
+// and no peer reads its buffers any more. In place is safe: a part of every
+// buffer is read and written by its owner alone, reads first.
 #pragma once
 
 #include "device/dev_prims.cuh"
@@ -80,28 +80,77 @@ __device__ __noinline__ void reduceN(Red<T, K> r, const T* const* in, const T* k
   }
 }
 
-// Thread 0: until every rank's slot shows `call` published (or done), checking
-// the ring connectors' abort flags (set by the host's abort) and the deadline.
-__device__ bool directWait(const DevCollWork& w, uint64_t call, bool forDone, uint64_t deadline) {
-  DevDirectSlot* tab = w.direct;
-  for (int k = 0; k < w.ctx.nranks; ++k) {
-    for (int iter = 1;; ++iter) {
-      if ((forDone ? tab[k].done : tab[k].published) >= call) break;
-      if (iter % 256) continue;
+// Warp 0 of a block, every lane: until ready(k) holds for every rank k. Lane k
+// watches rank k, so the slots are read at once (one memory latency, not one
+// per rank, under the load of the other blocks). Checks the ring connectors'
+// abort flags (set by the host's abort and by failing peers) and the deadline.
+template <typename Ready>
+__device__ bool directWait(const DevCollWork& w, Ready ready) {
+  const int lane = threadIdx.x;
+  const uint64_t deadline = w.ctx.timeoutNs ? globalTimer() + w.ctx.timeoutNs : 0;
+  bool here = lane >= w.ctx.nranks || ready(lane);
+  for (int iter = 1;; ++iter) {
+    const unsigned missing = __ballot_sync(~0u, !here);
+    if (!missing) break;
+    if (!here) here = ready(lane);
+    if (iter % 256) continue;
+    int stopped = 0;
+    if (lane == 0) {
+      const int late = __ffs(missing) - 1;  // named if the wait fails
       const DevFifoCtrl* a = w.sendCh[0].ctrl;
       const DevFifoCtrl* b = w.recvCh[0].ctrl;
       if (a->abort || b->abort) {
-        int failed = a->abort ? a->failedRank : b->failedRank;
-        failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevPeerFailed, k, 0, failed);
-        return false;
-      }
-      if (deadline && globalTimer() > deadline) {
-        failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevTimeout, k, 0, -1);
-        return false;
+        failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevPeerFailed, late, 0,
+                   a->abort ? a->failedRank : b->failedRank);
+        stopped = 1;
+      } else if (deadline && globalTimer() > deadline) {
+        failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevTimeout, late, 0, -1);
+        stopped = 1;
       }
     }
+    if (__shfl_sync(~0u, stopped, 0)) return false;
   }
   __threadfence();
+  return true;
+}
+
+// Lane k of warp 0, after the start barrier: rank k's buffers as this process
+// reaches them (NULL where no rank reads or writes them), or false (and the
+// kernel failed) where rank k's call does not match this rank's.
+template <DevColl C, typename T>
+__device__ bool directPeer(const DevCollWork& w, int k, uint64_t bytes, const T** in, T** out) {
+  const DevDirectSlot* s = w.slots[k];
+  const int me = w.ctx.rank;
+  *in = nullptr;
+  *out = nullptr;
+  if (s->bytes != bytes) {
+    failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevCountMismatch, k, 0, me, bytes, s->bytes);
+    return false;
+  }
+  if (k == me) {
+    *in = static_cast<const T*>(w.send);
+    *out = static_cast<T*>(w.recv);
+    return true;
+  }
+  if (!w.winBases) {
+    *in = static_cast<const T*>(s->send);
+    *out = static_cast<T*>(s->recv);
+    return true;
+  }
+  // Window mode: the window rank k named, as mapped here, plus its offset.
+  auto at = [&](int win, uint64_t off) -> char* {
+    if (win < 0 || win >= w.winCount) return nullptr;
+    char* base = w.winBases[win * kDevMaxDirect + k];
+    return base ? base + off : nullptr;
+  };
+  if (directSharesSend(C, k, w.root) && !(*in = reinterpret_cast<const T*>(at(s->sendWin, (uintptr_t)s->send)))) {
+    failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevAsymmetric, k, 0, me);
+    return false;
+  }
+  if (directSharesRecv(C, k, w.root) && !(*out = reinterpret_cast<T*>(at(s->recvWin, (uintptr_t)s->recv)))) {
+    failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevAsymmetric, k, 1, me);
+    return false;
+  }
   return true;
 }
 
@@ -110,31 +159,41 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail) 
   __shared__ const T* ins[kDevMaxDirect];
   __shared__ T* outs[kDevMaxDirect];
   __shared__ T ks[kDevMaxDirect];
-  __shared__ uint64_t call;
+  __shared__ uint64_t call, target;
   const int n = w.ctx.nranks, me = w.ctx.rank;
-  DevDirectSlot* tab = w.direct;
-  if (threadIdx.x == 0) {
-    const uint64_t deadline = w.ctx.timeoutNs ? globalTimer() + w.ctx.timeoutNs : 0;
-    call = *static_cast<volatile uint64_t*>(&tab[me].calls) + 1;
-    if (blockIdx.x == 0) {
-      uint64_t bits = 0;
-      memcpy(&bits, &r.k, sizeof(T));
-      tab[me].scalar = bits;
-      tab[me].send = w.send;
-      tab[me].recv = w.recv;
-      __threadfence();
-      tab[me].published = call;
-    }
-    if (directWait(w, call, false, deadline)) {
-      for (int k = 0; k < n; ++k) {
-        ins[k] = static_cast<const T*>(tab[k].send);
-        outs[k] = static_cast<T*>(tab[k].recv);
-        const uint64_t bits = tab[k].scalar;
-        memcpy(&ks[k], &bits, sizeof(T));
+  DevDirectSlot* mine = w.slots[me];
+  const uint64_t bytes = w.count * sizeof(T);
+  if (threadIdx.x < 32) {
+    if (threadIdx.x == 0) {
+      call = *static_cast<volatile uint64_t*>(&mine->calls) + 1;
+      target = *static_cast<volatile uint64_t*>(&mine->base) + gridDim.x;  // every rank runs as many blocks
+      if (blockIdx.x == 0) {
+        uint64_t bits = 0;
+        memcpy(&bits, &r.k, sizeof(T));
+        mine->scalar = bits;
+        mine->bytes = bytes;
+        mine->send = w.winBases ? reinterpret_cast<const void*>(w.sendOff) : w.send;
+        mine->recv = w.winBases ? reinterpret_cast<void*>(w.recvOff) : w.recv;
+        mine->sendWin = w.sendWin;
+        mine->recvWin = w.recvWin;
+        __threadfence();
+        mine->published = call;
       }
-    } else {
-      *fail = 1;
     }
+    __syncwarp();
+    const uint64_t c = call;
+    bool ok = directWait(w, [&](int k) { return w.slots[k]->published >= c; });
+    const int k = threadIdx.x;
+    if (ok && k < n) {
+      const T* in;
+      T* out;
+      ok = directPeer<C, T>(w, k, bytes, &in, &out);
+      ins[k] = in;
+      outs[k] = out;
+      const uint64_t bits = w.slots[k]->scalar;
+      memcpy(&ks[k], &bits, sizeof(T));
+    }
+    if (!__all_sync(~0u, ok) && threadIdx.x == 0) *fail = 1;
   }
   __syncthreads();
   if (*fail) return;
@@ -153,16 +212,27 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail) 
     else reduceN(r, ins + w.root, ks + w.root, 1, off, outs, n, off, len);  // Broadcast
   }
 
+  // Every block counts itself done in its rank's slot; block 0 of each rank
+  // waits until every rank's count reached this call's end (every rank runs
+  // as many blocks), so that when the kernel ends, this rank's output is
+  // complete and no peer reads its buffers any more.
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();  // this block's writes before the count
-    if (atomicAdd(&tab[me].arrived, 1u) == gridDim.x - 1) {
-      tab[me].arrived = 0;
-      tab[me].calls = call;
-      __threadfence();
-      tab[me].done = call;
-      const uint64_t deadline = w.ctx.timeoutNs ? globalTimer() + w.ctx.timeoutNs : 0;
-      if (!directWait(w, call, true, deadline)) *fail = 1;
+    atomicAdd(&mine->finished, 1ull);
+  }
+  if (blockIdx.x == 0 && threadIdx.x < 32) {
+    const uint64_t t = target;
+    const bool ok = directWait(w, [&](int k) {
+      return *reinterpret_cast<volatile unsigned long long*>(&w.slots[k]->finished) >= t;
+    });
+    if (threadIdx.x == 0) {
+      if (ok) {
+        mine->base = t;
+        mine->calls = call;
+      } else {
+        *fail = 1;
+      }
     }
   }
 }

@@ -182,7 +182,7 @@ __device__ void combine(const Red<T, K>& r, const T* peer, const T* local, T* d1
 // Stops this kernel on this rank: status for the host, abort on every channel
 // of this rank's connectors so the peers stop waiting.
 __device__ void failKernel(const DevCtx& ctx, DevChan* a, DevChan* b, int nch, int reason, int peer, int isSend,
-                           int failedRank, uint32_t expected = 0, uint32_t got = 0) {
+                           int failedRank, uint64_t expected = 0, uint64_t got = 0) {
   DevStatus* s = ctx.status;
   if (atomicCAS_system(reinterpret_cast<int*>(const_cast<int32_t*>(&s->reason)), 0, reason) == 0) {
     s->peer = peer;

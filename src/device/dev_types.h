@@ -42,7 +42,9 @@ struct DevChan {
 enum DevReason : int32_t { kDevOk = 0, kDevTimeout = 1, kDevPeerFailed = 2, kDevSizeMismatch = 3,
                            kDevStageTimeout = 4,    // waited too long for the proxy of a staged operation
                            kDevSignalTimeout = 5,   // ncclWaitSignal: the signals did not come in time
-                           kDevSignalStopped = 6 }; // ncclWaitSignal: the communicator failed or was aborted
+                           kDevSignalStopped = 6,   // ncclWaitSignal: the communicator failed or was aborted
+                           kDevAsymmetric = 7,      // direct on windows: a peer's buffers lie at other offsets
+                           kDevCountMismatch = 8 }; // direct: a peer called with another count
 
 // Host-mapped; written once by the first block that fails.
 struct DevStatus {
@@ -50,30 +52,37 @@ struct DevStatus {
   volatile int32_t peer;        // the rank waited for
   volatile int32_t failedRank;  // from the peer's abort, -1 unknown
   volatile int32_t isSend;
-  volatile uint32_t expected, got;  // kDevSizeMismatch; kDevSignal*: signals awaited and counted
+  volatile uint64_t expected, got;  // kDevSizeMismatch, kDevCountMismatch (elements); kDevSignal*: signals
   volatile int32_t stop;            // set by the host when the communicator fails or is aborted
 };
 
 enum class DevOp : int32_t { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
 enum class DevColl : int32_t { Local, AllReduce, Broadcast, Reduce, AllGather, ReduceScatter };
 
-// Direct collectives: ranks of one process on one GPU read each other's
-// buffers and write each other's outputs, with no connector in between. They
-// share a table in device memory (coll/dev_direct.cc), one slot per rank.
-// `calls` counts this rank's finished direct calls and lives in device memory,
-// so a replayed graph continues the count.
-constexpr int kDevMaxDirect = 16;  // ranks; more use the ring
+// Direct collectives: ranks on one GPU read each other's buffers and write
+// each other's outputs, with no connector in between. Each rank has a slot in
+// device memory that every rank's kernels reach: ranks of one process share a
+// table (coll/dev_direct.cc); ranks in several processes map each other's slot
+// through CUDA IPC with their symmetric windows (coll/rma_dev.cc). The counters
+// live in device memory, so a replayed graph continues them.
+constexpr int kDevMaxDirect = 16;         // ranks; more use the ring
+constexpr int kDevMaxDirectWindows = 64;  // symmetric windows (by index) that direct calls can use
 struct DevDirectSlot {
-  const void* volatile send;  // this rank's buffers for call `published`
+  // This rank's buffers for call `published`: their addresses (ranks of one
+  // process), or their offsets in windows sendWin and recvWin (-1: in none).
+  const void* volatile send;
   void* volatile recv;
+  volatile int32_t sendWin, recvWin;
   volatile uint64_t published;  // the call whose buffers are above
-  volatile uint64_t done;       // the last call whose reads and writes are all finished
-  uint64_t calls;               // direct calls finished (read at kernel start)
+  volatile uint64_t bytes;      // of call `published` (must agree on every rank)
   volatile uint64_t scalar;     // PreMulSum: this rank's scalar (the bits of a T), for its own input
-  uint32_t arrived;             // blocks of the current call that finished
-  char pad[12];
+  uint64_t calls;               // direct calls this rank finished (read at kernel start)
+  uint64_t base;                // `finished` when call `calls` ended
+  unsigned long long finished;  // blocks of this rank that finished a direct call, ever
+  char pad[56];
 };
-static_assert(sizeof(DevDirectSlot) == 64, "one slot per 64 bytes");
+static_assert(sizeof(DevDirectSlot) == 128, "one slot per 128 bytes");
+
 
 // Common to every launch.
 struct DevCtx {
@@ -99,8 +108,32 @@ struct DevCollWork {
   double scalarF;
   int64_t scalarI;
   const void* scalarPtr;  // PreMulSum with ncclScalarDevice: read by the kernel
-  DevDirectSlot* direct;  // nranks slots: the direct algorithm (blocks split the work); NULL: the ring
+  // The direct algorithm (blocks split the work) when slots[0] is set; else the ring.
+  DevDirectSlot* slots[kDevMaxDirect];  // every rank's slot, as this process reaches it
+  // Ranks in several processes: every rank's window of each index, as mapped
+  // here (winBases[index * kDevMaxDirect + rank]); ranks publish offsets.
+  // NULL: ranks of one process, which publish addresses.
+  char* const* winBases;
+  int32_t winCount;
+  int32_t sendWin, recvWin;  // this rank's windows (-1: its buffer is in none) and the offsets there
+  size_t sendOff, recvOff;
 };
+
+// Direct collectives: whether the other ranks' blocks read rank k's send
+// buffer (write its receive buffer). Window mode needs exactly those in windows.
+#ifdef __CUDACC__
+#define ACCL_HOST_DEVICE __host__ __device__
+#else
+#define ACCL_HOST_DEVICE
+#endif
+ACCL_HOST_DEVICE inline bool directSharesSend(DevColl c, int k, int root) {
+  return c == DevColl::AllReduce || c == DevColl::Reduce || c == DevColl::ReduceScatter ||
+         (c == DevColl::Broadcast && k == root);
+}
+ACCL_HOST_DEVICE inline bool directSharesRecv(DevColl c, int k, int root) {
+  return c == DevColl::AllReduce || c == DevColl::AllGather || c == DevColl::Broadcast ||
+         (c == DevColl::Reduce && k == root);
+}
 
 // Point-to-point: a group's sends and receives of one communicator. Operations
 // with the same peer and direction form an entry and run in order; block

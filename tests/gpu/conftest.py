@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,22 @@ def drivers():
                    stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", str(BUILD), "-j", jobs], check=True, timeout=1200, stdout=subprocess.DEVNULL)
     return BUILD
+
+
+@pytest.fixture(scope="module")
+def mps(tmp_path_factory):
+    """A private MPS control daemon (its own pipe and log directories): the
+    environment that makes a process its client; stopped after the module."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if not control or not shutil.which("mpirun"):
+        pytest.skip("no nvidia-cuda-mps-control or no mpirun")
+    root = tmp_path_factory.mktemp("mps")
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(root / "pipe"), CUDA_MPS_LOG_DIRECTORY=str(root / "log"))
+    os.makedirs(env["CUDA_MPS_PIPE_DIRECTORY"])
+    os.makedirs(env["CUDA_MPS_LOG_DIRECTORY"])
+    subprocess.run([control, "-d"], env=env, check=True, timeout=30)
+    try:
+        yield env
+    finally:
+        subprocess.run([control], input="quit\n", text=True, env=env, timeout=30)
+        time.sleep(1)

@@ -1,33 +1,14 @@
 """Several processes on the one GPU under MPS (CUDA's Multi-Process Service):
 the device connectors between processes (CUDA IPC) and the direct collectives
-of one process must work the same with an MPS server in between. The fixture
-starts a private MPS control daemon (its own pipe directory) and stops it."""
+of one process must work the same with an MPS server in between (the `mps`
+fixture of conftest.py starts a private MPS daemon)."""
 import os
-import shutil
 import subprocess
-import time
 
 import pytest
 from nccl_table import Table
 
 import accl
-
-
-@pytest.fixture(scope="module")
-def mps(tmp_path_factory):
-    control = shutil.which("nvidia-cuda-mps-control")
-    if not control or not shutil.which("mpirun"):
-        pytest.skip("no nvidia-cuda-mps-control or no mpirun")
-    root = tmp_path_factory.mktemp("mps")
-    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(root / "pipe"), CUDA_MPS_LOG_DIRECTORY=str(root / "log"))
-    os.makedirs(env["CUDA_MPS_PIPE_DIRECTORY"])
-    os.makedirs(env["CUDA_MPS_LOG_DIRECTORY"])
-    subprocess.run([control, "-d"], env=env, check=True, timeout=30)
-    try:
-        yield env
-    finally:
-        subprocess.run([control], input="quit\n", text=True, env=env, timeout=30)
-        time.sleep(1)
 
 
 def _clients_connected(env):

@@ -179,6 +179,22 @@ def test_options_with_nccl_tests_meaning(perf_bin):
                                                         for s in (1024, 2048, 3072, 4096)]
 
 
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("name", ["all_reduce", "broadcast"])
+def test_registered_buffers(perf_bin, name, mode):
+    """-R 1: ncclCommRegister on every buffer; -R 2: ncclMemAlloc'd buffers in
+    windows registered with NCCL_WIN_COLL_SYMMETRIC (one rank per thread)."""
+    args = SMALL + ["-t", "3", "-R", str(mode), "-T", "60"] + (["-r", "all"] if name in ROOTED else [])
+    p = run(perf_bin / f"{name}_perf", *args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    Table(p.stdout).assert_clean()
+
+
+def test_symmetric_windows_need_one_rank_per_thread(perf_bin):
+    p = run(perf_bin / "all_reduce_perf", "-b", "8", "-e", "8", "-g", "2", "-R", "2", timeout=30)
+    assert p.returncode != 0 and "-R 2 (symmetric windows) needs one rank per thread (-g 1)" in p.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["-d", "float17"], "invalid value 'float17' for -d"),
     (["-o", "xor"], "invalid value 'xor' for -o"),
@@ -186,6 +202,7 @@ def test_options_with_nccl_tests_meaning(perf_bin):
     (["-b", "1M", "-e", "1K"], "invalid sizes"),
     (["-t", "0"], "invalid value '0' for -t"),
     (["--bogus"], "unknown option"),
+    (["-R", "3"], "invalid value '3' for -R"),
 ])
 def test_bad_options(perf_bin, args, message):
     p = run(perf_bin / "all_reduce_perf", *args, timeout=30)

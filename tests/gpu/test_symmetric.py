@@ -1,0 +1,85 @@
+"""Direct collectives between processes on the one GPU, on buffers in windows
+registered with NCCL_WIN_COLL_SYMMETRIC (symmetric_worker.py runs each rank;
+the perf drivers with -R 2): under MPS, where the processes' kernels run at
+once, and without it, where the GPU time-slices between them; a count that
+differs between ranks and a rank whose buffers lie outside the windows fail
+with an error instead of reading past a buffer or hanging."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nccl_table import Table
+
+import accl
+
+pytest.importorskip("cupy")
+import rma_device_worker  # noqa: E402
+
+WORKER = Path(__file__).with_name("symmetric_worker.py")
+DIRECT = "runs as a direct collective on symmetric windows"
+
+
+def run_procs(scenario, nranks, env, timeout=120):
+    uid = rma_device_worker.uid_new().hex()
+    procs = []
+    for r in range(nranks):
+        e = dict(env, NCCL_SOCKET_IFNAME="lo", NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(nranks), uid], env=e,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            p.kill()
+    for r, (p, out) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0 and "OK" in out, f"rank {r}:\n{out[-4000:]}"
+    return outs
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_collectives_under_mps(mps, nranks):
+    outs = run_procs("collectives", nranks, mps)
+    assert all(DIRECT in out for out in outs), outs[0][-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_collectives_without_mps():
+    outs = run_procs("collectives", 2, dict(os.environ), timeout=240)
+    assert all(DIRECT in out for out in outs), outs[0][-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_a_count_that_differs_is_refused(mps):
+    outs = run_procs("count_mismatch", 2, dict(mps, ACCL_TIMEOUT="60"))
+    assert any("called a collective on" in out for out in outs), outs
+
+
+@pytest.mark.timeout(300)
+def test_a_rank_outside_the_windows_times_out(mps):
+    outs = run_procs("one_outside", 2, dict(mps, ACCL_TIMEOUT="4"))
+    assert any("timed out" in out for out in outs), outs
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name,extra", [("all_reduce", []), ("all_gather", []), ("reduce_scatter", []),
+                                        ("broadcast", ["-r", "all"]), ("reduce", ["-r", "all"])])
+def test_drivers_on_windows_under_mps(drivers, mps, name, extra, tmp_path):
+    """nccl-tests' -R 2: every datatype and op, checked by the driver, at 2 and 4 processes."""
+    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
+               NCCL_DEBUG_SUBSYS="COLL")
+    for np_ in (2, 4):
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
+        for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
+                    "NCCL_DEBUG_SUBSYS"):
+            cmd += ["-x", var]
+        cmd += [str(drivers / f"{name}_perf"), "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
+                "-d", "all", "-o", "all", "-R", "2", "-T", "240"] + extra
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=500, env=env)
+        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
+        Table(p.stdout).assert_clean()
+        assert p.stderr.count(DIRECT) == np_, p.stderr[-3000:]
