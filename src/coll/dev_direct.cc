@@ -47,7 +47,8 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
   if (n < 2 || n > kDevMaxDirect || paramInt(Param::Direct) == 0 || !onOneGpu(comm, false)) return ncclSuccess;
   // Every rank's blocks wait for the others', so all must be resident at once:
   // the multiprocessors are shared among the ranks.
-  d.directBlocks = std::max(1, d.smCount / n);
+  const int64_t want = paramInt(Param::DirectBlocks);
+  d.directBlocks = std::max(1, want > 0 ? static_cast<int>(std::min<int64_t>(want, d.smCount / n)) : d.smCount / n);
   if (!onOneGpu(comm, true)) {
     INFO(kInit, "%s rank %d: direct collectives on symmetric windows (%d ranks on device %d), %d block(s) per rank",
          comm->name.c_str(), comm->rank, n, comm->cudaDev, d.directBlocks);

@@ -42,20 +42,31 @@ __device__ __noinline__ void reduceN(Red<T, K> r, const T* const* in, const T* k
     const size_t packs = len / E;
     for (size_t i = threadIdx.x; i < packs; i += U * kThreads) {
       T acc[U][E];
-      uint4 v[U];
-      for (int k = 0; k < nin; ++k) {
-        const uint4* src = reinterpret_cast<const uint4*>(in[k] + inOff);
+      // Two inputs' loads in flight at once: the loop is bound by memory latency.
+      for (int k = 0; k < nin; k += 2) {
+        const bool two = k + 1 < nin;
+        const uint4* a = reinterpret_cast<const uint4*>(in[k] + inOff);
+        const uint4* b = reinterpret_cast<const uint4*>(in[two ? k + 1 : k] + inOff);
+        uint4 va[U], vb[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const size_t j = i + u * kThreads;
-          if (j < packs) v[u] = __ldcg(src + j);
+          if (j < packs) {
+            va[u] = __ldcg(a + j);
+            if (two) vb[u] = __ldcg(b + j);
+          }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           T e[E];
-          memcpy(e, &v[u], 16);
+          memcpy(e, &va[u], 16);
 #pragma unroll
           for (int x = 0; x < E; ++x) acc[u][x] = fold(acc[u][x], e[x], k);
+          if (two) {
+            memcpy(e, &vb[u], 16);
+#pragma unroll
+            for (int x = 0; x < E; ++x) acc[u][x] = fold(acc[u][x], e[x], k + 1);
+          }
         }
       }
 #pragma unroll
@@ -77,6 +88,44 @@ __device__ __noinline__ void reduceN(Red<T, K> r, const T* const* in, const T* k
     for (int k = 1; k < nin; ++k) acc = fold(acc, loadCg(in[k] + inOff + i), k);
     const T x = r.fin(acc);
     for (int m = 0; m < nout; ++m) out[m][outOff + i] = x;
+  }
+}
+
+// out[j][outOff + i] <- in[inOff + i] for i < len and every j < nout, by all
+// threads of the block: the collectives that only move bytes. Eight 16-byte
+// packs in flight per thread.
+template <typename T>
+__device__ __noinline__ void copyN(const T* in, size_t inOff, T* const* out, int nout, size_t outOff, size_t len) {
+  constexpr int U = 8;
+  const char* src = reinterpret_cast<const char*>(in + inOff);
+  const size_t bytes = len * sizeof(T);
+  bool aligned = (reinterpret_cast<uintptr_t>(src) & 15) == 0;
+  for (int m = 0; m < nout; ++m) aligned &= (reinterpret_cast<uintptr_t>(out[m] + outOff) & 15) == 0;
+  size_t done = 0;
+  if (aligned) {
+    const size_t packs = bytes / 16;
+    const uint4* s4 = reinterpret_cast<const uint4*>(src);
+    for (size_t i = threadIdx.x; i < packs; i += U * kThreads) {
+      uint4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const size_t j = i + u * kThreads;
+        if (j < packs) v[u] = __ldcg(s4 + j);
+      }
+      for (int m = 0; m < nout; ++m) {
+        uint4* d4 = reinterpret_cast<uint4*>(out[m] + outOff);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const size_t j = i + u * kThreads;
+          if (j < packs) d4[j] = v[u];
+        }
+      }
+    }
+    done = packs * 16;
+  }
+  for (size_t i = done + threadIdx.x; i < bytes; i += kThreads) {
+    const char x = src[i];
+    for (int m = 0; m < nout; ++m) reinterpret_cast<char*>(out[m] + outOff)[i] = x;
   }
 }
 
@@ -208,8 +257,8 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail) 
     if constexpr (C == DevColl::AllReduce) reduceN(r, ins, ks, n, off, outs, n, off, len);
     else if constexpr (C == DevColl::Reduce) reduceN(r, ins, ks, n, off, outs + w.root, 1, off, len);
     else if constexpr (C == DevColl::ReduceScatter) reduceN(r, ins, ks, n, me * w.count + off, outs + me, 1, off, len);
-    else if constexpr (C == DevColl::AllGather) reduceN(r, ins + me, ks + me, 1, off, outs, n, me * w.count + off, len);
-    else reduceN(r, ins + w.root, ks + w.root, 1, off, outs, n, off, len);  // Broadcast
+    else if constexpr (C == DevColl::AllGather) copyN(ins[me], off, outs, n, me * w.count + off, len);
+    else copyN(ins[w.root], off, outs, n, off, len);  // Broadcast
   }
 
   // Every block counts itself done in its rank's slot; block 0 of each rank
