@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "device/dev_comm.h"
+#include "transport/fifo_sleep.h"
 
 namespace accl {
 namespace {
@@ -115,6 +116,8 @@ ncclResult_t Rma::connect() {
 
 void Rma::stop() {
   stopping_.store(true);
+  for (Connection* c : recvs_)
+    if (c) fifoWake(&c->fifo.ctrl->tail);  // the receiver may be asleep
   if (thread_.joinable()) thread_.join();
   sigCv_.notify_all();
 }
@@ -224,7 +227,22 @@ void Rma::receive() {
         if (r != ncclSuccess) return failed();  // reported: the communicator is failed
       }
     }
-    backoff.pause();
+    if (backoff.napping()) {
+      // Idle: asleep until a peer posts to one of the connections (or stop
+      // wakes it); waiters need the peer checks above every 100 ms.
+      std::vector<std::atomic<uint64_t>*> tails;
+      std::vector<std::atomic<uint32_t>*> sleepers;
+      std::vector<uint64_t> seen;
+      for (Connection* c : recvs_) {
+        if (!c) continue;
+        tails.push_back(&c->fifo.ctrl->tail);
+        sleepers.push_back(&c->fifo.ctrl->tailSleepers);
+        seen.push_back(c->step);  // slots drained: a tail past it is a message
+      }
+      fifoSleep(tails.data(), sleepers.data(), seen.data(), static_cast<int>(tails.size()), waiting ? 100 : 1000);
+    } else {
+      backoff.pause();
+    }
   }
 }
 

@@ -5,9 +5,14 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "transport/fifo_sleep.h"
 
 namespace accl {
 namespace {
+
+// A wait that has spun long enough sleeps until the peer moves the counter,
+// waking this often for the deadline and liveness checks (and an abort).
+constexpr int kSleepCheckMs = 10;
 
 uint64_t nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -81,7 +86,8 @@ ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
   Backoff b;
   while (!recvReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    b.pause();
+    if (b.napping()) fifoSleep(&c->fifo.ctrl->tail, &c->fifo.ctrl->tailSleepers, c->step, kSleepCheckMs);
+    else b.pause();
   }
   return recvSlot(c, bytes, data);
 }
@@ -90,7 +96,9 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
   Backoff b;
   while (!sendReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    b.pause();
+    const uint64_t head = c->fifo.ctrl->head.load();
+    if (!b.napping()) b.pause();
+    else if (c->step - head >= kSlots) fifoSleep(&c->fifo.ctrl->head, &c->fifo.ctrl->headSleepers, head, kSleepCheckMs);
   }
   *slot = c->fifo.slot(c->step);
   return ncclSuccess;
@@ -98,9 +106,9 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
 
 void Steps::post(Connection* c, size_t bytes) {
   c->fifo.ctrl->bytes[c->step % kSlots] = static_cast<uint32_t>(bytes);
-  c->fifo.ctrl->tail.store(++c->step, std::memory_order_release);
+  fifoAdvance(&c->fifo.ctrl->tail, &c->fifo.ctrl->tailSleepers, ++c->step);
 }
 
-void Steps::release(Connection* c) { c->fifo.ctrl->head.store(++c->step, std::memory_order_release); }
+void Steps::release(Connection* c) { fifoAdvance(&c->fifo.ctrl->head, &c->fifo.ctrl->headSleepers, ++c->step); }
 
 }  // namespace accl

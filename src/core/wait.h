@@ -62,6 +62,9 @@ class Backoff {
       nanosleep(&ts, nullptr);
     }
   }
+  // Past spinning and yielding: a thread that can sleep until woken
+  // (transport/fifo_sleep.h) should, instead of napping.
+  bool napping() const { return iter_ >= 1024; }
   // Whether this iteration should run the (costlier) deadline/liveness checks.
   bool checkNow() const { return (iter_ & 63) == 0; }
   void reset() { iter_ = 0; }

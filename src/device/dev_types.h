@@ -19,9 +19,11 @@ namespace accl {
 // FifoCtrl as kernels see it (same layout; checked in transport/ipc.cc).
 struct DevFifoCtrl {
   volatile uint64_t tail;
-  char pad0[56];
+  uint32_t tailSleepers;  // host threads only
+  char pad0[52];
   volatile uint64_t head;
-  char pad1[56];
+  uint32_t headSleepers;
+  char pad1[52];
   volatile uint32_t abort;
   volatile uint32_t peerGone;
   volatile int32_t failedRank;

@@ -14,10 +14,12 @@ namespace accl {
 constexpr int kSlots = 8;
 
 struct alignas(64) FifoCtrl {
-  std::atomic<uint64_t> tail;  // slots posted by the sender
-  char pad0[56];
-  std::atomic<uint64_t> head;  // slots consumed by the receiver
-  char pad1[56];
+  std::atomic<uint64_t> tail;          // slots posted by the sender
+  std::atomic<uint32_t> tailSleepers;  // threads asleep until tail moves (transport/fifo_sleep.h)
+  char pad0[52];
+  std::atomic<uint64_t> head;          // slots consumed by the receiver
+  std::atomic<uint32_t> headSleepers;
+  char pad1[52];
   std::atomic<uint32_t> abort;      // set by either side on error: the other side stops waiting
   std::atomic<uint32_t> peerGone;   // set by a transport that saw its peer close (sockets)
   std::atomic<int32_t> failedRank;  // with abort: the rank whose failure started it (-1: unknown)
@@ -40,6 +42,8 @@ inline void fifoInit(void* mem, size_t slotBytes, Fifo* f) {
   f->ctrl = new (mem) FifoCtrl();
   f->ctrl->tail.store(0);
   f->ctrl->head.store(0);
+  f->ctrl->tailSleepers.store(0);
+  f->ctrl->headSleepers.store(0);
   f->ctrl->abort.store(0);
   f->ctrl->peerGone.store(0);
   f->ctrl->failedRank.store(-1);

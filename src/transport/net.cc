@@ -11,6 +11,7 @@
 #include "bootstrap/socket.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "transport/fifo_sleep.h"
 
 namespace accl {
 namespace {
@@ -19,6 +20,8 @@ namespace {
 // followed by N (int32). Sent by the send proxy between messages, so a rank
 // downstream of a failure learns its cause.
 constexpr uint32_t kAbortFrame = 0xffffffffu;
+// A sleeping proxy looks at the abort flags this often (a stop wakes it at once).
+constexpr int kIdleCheckMs = 20;
 
 class NetConnection : public Connection {
  public:
@@ -35,6 +38,7 @@ class NetConnection : public Connection {
     // by itself. Otherwise wake the proxy by closing the socket.
     bool aborting = fifo.ctrl->abort.load() != 0;
     stop_.store(1);
+    wakeProxy();
     if (!aborting || !isSend) shutdown(fd_, SHUT_RDWR);
     if (proxy_.joinable()) proxy_.join();
     close(fd_);
@@ -44,6 +48,7 @@ class NetConnection : public Connection {
   void abort(int failedRank) override {
     fifo.ctrl->failedRank.store(failedRank);
     fifo.ctrl->abort.store(1);
+    wakeProxy();
     // A send proxy tells the peer why and closes; a receiver closes now, which the
     // peer's send proxy sees as a lost connection.
     if (!isSend) shutdown(fd_, SHUT_RDWR);
@@ -61,6 +66,8 @@ class NetConnection : public Connection {
   }
 
  private:
+  void wakeProxy() { fifoWake(isSend ? &fifo.ctrl->tail : &fifo.ctrl->head); }
+
   bool stopping() const {
     return stop_.load(std::memory_order_relaxed) || comm_->abortFlag.load() != 0 || fifo.ctrl->abort.load() != 0;
   }
@@ -93,7 +100,13 @@ class NetConnection : public Connection {
         return;
       }
       if (fifo.ctrl->tail.load(std::memory_order_acquire) == sent) {
-        b.pause();
+        if (b.napping()) {  // idle: asleep until the sender posts (or stop wakes it)
+          std::atomic<uint64_t>* c = &fifo.ctrl->tail;
+          std::atomic<uint32_t>* s = &fifo.ctrl->tailSleepers;
+          fifoSleep(&c, &s, &sent, 1, kIdleCheckMs);
+        } else {
+          b.pause();
+        }
         continue;
       }
       b.reset();
@@ -103,7 +116,7 @@ class NetConnection : public Connection {
         fail("sending to");
         return;
       }
-      fifo.ctrl->head.store(++sent, std::memory_order_release);
+      fifoAdvance(&fifo.ctrl->head, &fifo.ctrl->headSleepers, ++sent);
     }
   }
 
@@ -112,8 +125,15 @@ class NetConnection : public Connection {
     uint64_t got = 0;
     Backoff b;
     while (!stopping()) {
-      if (got - fifo.ctrl->head.load(std::memory_order_acquire) >= kSlots) {
-        b.pause();
+      const uint64_t head = fifo.ctrl->head.load(std::memory_order_acquire);
+      if (got - head >= kSlots) {  // full: asleep until the receiver drains a slot (or stop wakes it)
+        if (b.napping()) {
+          std::atomic<uint64_t>* c = &fifo.ctrl->head;
+          std::atomic<uint32_t>* s = &fifo.ctrl->headSleepers;
+          fifoSleep(&c, &s, &head, 1, kIdleCheckMs);
+        } else {
+          b.pause();
+        }
         continue;
       }
       b.reset();
@@ -137,7 +157,7 @@ class NetConnection : public Connection {
         return;
       }
       fifo.ctrl->bytes[got % kSlots] = bytes;
-      fifo.ctrl->tail.store(++got, std::memory_order_release);
+      fifoAdvance(&fifo.ctrl->tail, &fifo.ctrl->tailSleepers, ++got);
     }
   }
 
