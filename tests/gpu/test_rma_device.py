@@ -5,8 +5,6 @@ one GPU, as separate processes (CUDA IPC), and as processes on separate
 the timeout; a peer that dies while a wait kernel runs; host and device
 windows mixed are refused."""
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,6 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("cupy")
+import procs  # noqa: E402
 import rma_device_worker as worker  # noqa: E402
 
 WORKER = Path(__file__).with_name("rma_device_worker.py")
@@ -38,25 +37,8 @@ def run_threads(scenario, nranks):
     assert not errors, errors
 
 
-def run_procs(scenario, nranks, env=None, timeout=60, host_per_rank=False):
-    uid = worker.uid_new().hex()
-    procs = []
-    for r in range(nranks):
-        e = dict(os.environ, NCCL_SOCKET_IFNAME="lo", **(env or {}))
-        if host_per_rank:
-            e["NCCL_HOSTID"] = f"rma-host-{r}"
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(nranks), uid], env=e,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = []
-    try:
-        for p in procs:
-            outs.append(p.communicate(timeout=timeout)[0])
-    finally:
-        for p in procs:
-            p.kill()
-    for r, (p, out) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0 and "OK" in out, f"rank {r}:\n{out[-3000:]}"
-    return outs
+def run_procs(scenario, nranks, extra=None, timeout=60, host_per_rank=False):
+    return procs.run_procs(WORKER, scenario, nranks, dict(os.environ, **(extra or {})), timeout, host_per_rank)
 
 
 @pytest.mark.parametrize("nranks", [2, 4])
@@ -82,13 +64,13 @@ def test_graph_between_hosts():
 
 def test_wait_times_out_with_the_peer_named():
     t0 = time.monotonic()
-    run_procs("timeout", 2, env={"ACCL_TIMEOUT": "5"})
+    run_procs("timeout", 2, extra={"ACCL_TIMEOUT": "5"})
     assert time.monotonic() - t0 < 60
 
 
 def test_a_dead_peer_ends_a_waiting_kernel():
     t0 = time.monotonic()
-    run_procs("dead", 2, env={"ACCL_TIMEOUT": "60"})
+    run_procs("dead", 2, extra={"ACCL_TIMEOUT": "60"})
     assert time.monotonic() - t0 < 40  # well before ACCL_TIMEOUT
 
 

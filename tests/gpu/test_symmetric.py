@@ -6,7 +6,6 @@ differs between ranks and a rank whose buffers lie outside the windows fail
 with an error instead of reading past a buffer or hanging."""
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,29 +14,15 @@ from nccl_table import Table
 import accl
 
 pytest.importorskip("cupy")
-import rma_device_worker  # noqa: E402
+import procs  # noqa: E402
 
 WORKER = Path(__file__).with_name("symmetric_worker.py")
 DIRECT = "runs as a direct collective on symmetric windows"
 
 
 def run_procs(scenario, nranks, env, timeout=120):
-    uid = rma_device_worker.uid_new().hex()
-    procs = []
-    for r in range(nranks):
-        e = dict(env, NCCL_SOCKET_IFNAME="lo", NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(nranks), uid], env=e,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = []
-    try:
-        for p in procs:
-            outs.append(p.communicate(timeout=timeout)[0])
-    finally:
-        for p in procs:
-            p.kill()
-    for r, (p, out) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0 and "OK" in out, f"rank {r}:\n{out[-4000:]}"
-    return outs
+    env = dict(env, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
+    return procs.run_procs(WORKER, scenario, nranks, env, timeout)
 
 
 @pytest.mark.timeout(300)
