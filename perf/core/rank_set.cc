@@ -72,14 +72,14 @@ void RankSet::init() {
 }
 
 // -R 1: ncclCommRegister (local, per buffer). -R 2: ncclCommWindowRegister
-// with NCCL_WIN_COLL_SYMMETRIC, collective on every rank, as nccl-tests.
+// with NCCL_WIN_COLL_SYMMETRIC, collective on every rank, as nccl-tests (a
+// group when this thread drives several ranks: the handles are set at its end).
 void RankSet::registerBuffers() {
   const int mode = s_->opts.registerMode;
   if (mode == 0) return;
-  if (mode == 2 && ranks_.size() > 1)
-    fail(ranks_[0], "-R 2 (symmetric windows) needs one rank per thread (-g 1): ACCL does not register windows "
-                    "inside a group");
   watchdogDoing(thread_, firstRank_, mode == 1 ? "ncclCommRegister" : "ncclCommWindowRegister");
+  const bool grouped = mode == 2 && ranks_.size() > 1;
+  if (grouped) groupCall(ncclGroupStart(), "ncclGroupStart");
   for (Rank& k : ranks_) {
     char* bufs[2] = {k.buf->send(), k.buf->recv()};
     for (int i = 0; i < 2; i++) {
@@ -90,11 +90,19 @@ void RankSet::registerBuffers() {
       if (r != ncclSuccess) failCall(*s_, k.rank, mode == 1 ? "ncclCommRegister" : "ncclCommWindowRegister", r, k.comm);
     }
   }
+  if (grouped) groupCall(ncclGroupEnd(), "ncclGroupEnd (ncclCommWindowRegister)");
   watchdogDoing(thread_, firstRank_, "idle");
+}
+
+void RankSet::groupCall(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess) failCall(*s_, firstRank_, call, r, ranks_[0].comm);
 }
 
 void RankSet::deregisterBuffers() {
   const int mode = s_->opts.registerMode;
+  if (mode == 0) return;
+  const bool grouped = mode == 2 && ranks_.size() > 1;
+  if (grouped) groupCall(ncclGroupStart(), "ncclGroupStart");
   for (Rank& k : ranks_) {
     for (void*& h : k.handles) {
       if (!h) continue;
@@ -105,6 +113,7 @@ void RankSet::deregisterBuffers() {
       h = nullptr;
     }
   }
+  if (grouped) groupCall(ncclGroupEnd(), "ncclGroupEnd (ncclCommWindowDeregister)");
 }
 
 void RankSet::destroy() {

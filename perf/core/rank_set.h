@@ -75,6 +75,7 @@ class RankSet {
   };
   void registerBuffers();
   void deregisterBuffers();
+  void groupCall(ncclResult_t r, const char* call);
   char* sendPtr(const Rank& r, const Layout& l, bool inPlace, size_t shift) const;
   char* recvPtr(const Rank& r, const Layout& l, bool inPlace, size_t shift) const;
   [[noreturn]] void fail(const Rank& r, const std::string& what) const { failRank(*s_, r.rank, what); }

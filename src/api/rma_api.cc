@@ -1,7 +1,9 @@
 // Windows and one-sided operations: ncclCommWindowRegister/Deregister,
 // ncclWinGetUserPtr, ncclGetPeerDevicePointer, ncclPutSignal, ncclSignal,
 // ncclWaitSignal (coll/rma.h, coll/rma_dev.h). As NCCL today, sigIdx, ctx and
-// flags must be 0, and the calls may not be inside a group. On host windows
+// flags must be 0. Registration and deregistration inside a group run at its
+// ncclGroupEnd (so one thread can register for several ranks); the one-sided
+// operations may not be inside a group. On host windows
 // the calls complete before they return (the stream is not used); on device
 // windows they are queued on the stream.
 #include "api/api.h"
@@ -18,11 +20,11 @@
 
 namespace {
 
-// A usable communicator, outside any group.
+// A usable communicator, outside any group (one-sided operations).
 ncclResult_t checkUsable(ncclComm* comm, const char* fn) {
   NCCLCHECK(acclCheckUsable(comm, fn));
   if (accl::groupActive()) {
-    WARN("%s: one-sided calls inside ncclGroupStart/ncclGroupEnd are not supported by ACCL yet "
+    WARN("%s: one-sided operations inside ncclGroupStart/ncclGroupEnd are not supported by ACCL yet "
          "(docs/api-status.md)", fn);
     return ncclInvalidUsage;
   }
@@ -66,7 +68,7 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
                                                int winFlags) {
   ACCL_API_GUARD_BEGIN
   const char* fn = "ncclCommWindowRegister";
-  NCCLCHECK(checkUsable(comm, fn));
+  NCCLCHECK(acclCheckUsable(comm, fn));
   if (!win) {
     WARN("%s: win is NULL", fn);
     return ncclInvalidArgument;
@@ -81,8 +83,13 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
          winFlags);
     return ncclInvalidArgument;
   }
-  accl::CommUse use(comm);
-  return accl::rmaRegister(comm, buff, size, winFlags, win);
+  auto job = [comm, buff, size, winFlags, win] {
+    accl::CommUse use(comm);
+    return accl::rmaRegister(comm, buff, size, winFlags, win);
+  };
+  if (!accl::groupActive()) return job();
+  accl::groupEnqueueCommJob(comm, job);  // *win is set by ncclGroupEnd, as NCCL
+  return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommWindowRegister")
 }
 NCCL_API_ALIAS(ncclCommWindowRegister)
@@ -90,10 +97,15 @@ NCCL_API_ALIAS(ncclCommWindowRegister)
 extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   ACCL_API_GUARD_BEGIN
   const char* fn = "ncclCommWindowDeregister";
-  NCCLCHECK(checkUsable(comm, fn));
+  NCCLCHECK(acclCheckUsable(comm, fn));
   NCCLCHECK(checkWindow(comm, win, fn));
-  accl::CommUse use(comm);
-  return accl::rmaDeregister(comm, win);
+  auto job = [comm, win] {
+    accl::CommUse use(comm);
+    return accl::rmaDeregister(comm, win);
+  };
+  if (!accl::groupActive()) return job();
+  accl::groupEnqueueCommJob(comm, job);
+  return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommWindowDeregister")
 }
 NCCL_API_ALIAS(ncclCommWindowDeregister)

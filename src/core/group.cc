@@ -16,11 +16,13 @@ struct GroupState {
   int depth = 0;
   int blocking = -1;  // of the communicators queued so far (-1: none yet)
   std::vector<std::function<ncclResult_t()>> inits;
+  std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>> commJobs;  // in call order
   std::vector<CollArgs> colls;
 
   void clear() {
     blocking = -1;
     inits.clear();
+    commJobs.clear();
     colls.clear();
   }
 };
@@ -39,6 +41,25 @@ ncclResult_t runConcurrently(const std::vector<std::function<ncclResult_t()>>& j
   for (ncclResult_t r : results)
     if (r != ncclSuccess) return r;
   return ncclSuccess;
+}
+
+// Each communicator's jobs in call order on a thread of their own, the
+// communicators concurrently (a job may wait for ranks driven by another).
+ncclResult_t runCommJobs(const std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>>& jobs) {
+  std::map<ncclComm*, std::vector<const std::function<ncclResult_t()>*>> byComm;
+  std::vector<ncclComm*> order;
+  for (const auto& [comm, job] : jobs) {
+    if (!byComm.count(comm)) order.push_back(comm);
+    byComm[comm].push_back(&job);
+  }
+  std::vector<std::function<ncclResult_t()>> perComm;
+  for (ncclComm* c : order) {
+    perComm.push_back([c, &byComm] {
+      for (const auto* job : byComm[c]) NCCLCHECK((*job)());
+      return ncclSuccess;
+    });
+  }
+  return runConcurrently(perComm);
 }
 
 // One communicator's part of a group: collectives in order, then the p2p batch.
@@ -77,9 +98,11 @@ ncclResult_t groupEnd() {
   }
   if (--g.depth > 0) return ncclSuccess;
   auto inits = std::move(g.inits);
+  auto commJobs = std::move(g.commJobs);
   auto colls = std::move(g.colls);
   g.clear();
   NCCLCHECK(runConcurrently(inits));
+  NCCLCHECK(runCommJobs(commJobs));
   std::map<ncclComm*, std::vector<CollArgs>> byComm;
   std::vector<ncclComm*> order;
   for (const CollArgs& a : colls) {
@@ -138,6 +161,10 @@ void groupDiscard() {
 }
 
 void groupEnqueueInit(std::function<ncclResult_t()> init) { tlsGroup.inits.push_back(std::move(init)); }
+
+void groupEnqueueCommJob(ncclComm* comm, std::function<ncclResult_t()> job) {
+  tlsGroup.commJobs.emplace_back(comm, std::move(job));
+}
 
 ncclResult_t groupEnqueueColl(const CollArgs& args) {
   GroupState& g = tlsGroup;

@@ -174,6 +174,17 @@ def test_windows_and_one_sided_operations(c_program, mode, nranks, hosts):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_windows_registered_inside_a_group(c_program, nranks):
+    # One thread registers (and deregisters) windows for every rank inside a
+    # group: ncclGroupEnd runs them and sets the handles, in call order per rank.
+    p = run(c_program("rma_group"), nranks, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert f"OK: {nranks} ranks" in p.stdout
+    assert "one-sided operations inside ncclGroupStart/ncclGroupEnd" in p.stderr
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("hosts", [False, True], ids=["shm", "sockets"])
 def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
     # Ranks 1 and 2 register a window and exit; rank 0's ncclWaitSignal must end

@@ -183,16 +183,18 @@ def test_options_with_nccl_tests_meaning(perf_bin):
 @pytest.mark.parametrize("name", ["all_reduce", "broadcast"])
 def test_registered_buffers(perf_bin, name, mode):
     """-R 1: ncclCommRegister on every buffer; -R 2: ncclMemAlloc'd buffers in
-    windows registered with NCCL_WIN_COLL_SYMMETRIC (one rank per thread)."""
+    windows registered with NCCL_WIN_COLL_SYMMETRIC."""
     args = SMALL + ["-t", "3", "-R", str(mode), "-T", "60"] + (["-r", "all"] if name in ROOTED else [])
     p = run(perf_bin / f"{name}_perf", *args)
     assert p.returncode == 0, p.stdout + p.stderr
     Table(p.stdout).assert_clean()
 
 
-def test_symmetric_windows_need_one_rank_per_thread(perf_bin):
-    p = run(perf_bin / "all_reduce_perf", "-b", "8", "-e", "8", "-g", "2", "-R", "2", timeout=30)
-    assert p.returncode != 0 and "-R 2 (symmetric windows) needs one rank per thread (-g 1)" in p.stderr
+def test_symmetric_windows_of_several_ranks_per_thread(perf_bin):
+    """-g 2 -R 2: one thread registers both ranks' windows inside a group."""
+    p = run(perf_bin / "all_reduce_perf", *SMALL, "-t", "2", "-g", "2", "-R", "2", "-T", "60")
+    assert p.returncode == 0, p.stdout + p.stderr
+    Table(p.stdout).assert_clean()
 
 
 @pytest.mark.parametrize("args,message", [
