@@ -99,8 +99,12 @@ extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t 
   const char* fn = "ncclCommWindowDeregister";
   NCCLCHECK(acclCheckUsable(comm, fn));
   NCCLCHECK(checkWindow(comm, win, fn));
-  auto job = [comm, win] {
+  auto job = [comm, win, fn] {
     accl::CommUse use(comm);
+    if (!accl::rmaHasWindow(comm, win)) {  // queued twice in one group: the first dropped it
+      WARN("%s: window %p was already deregistered", fn, static_cast<void*>(win));
+      return ncclInvalidUsage;
+    }
     return accl::rmaDeregister(comm, win);
   };
   if (!accl::groupActive()) return job();

@@ -47,9 +47,12 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
   if (n < 2 || n > kDevMaxDirect || paramInt(Param::Direct) == 0 || !onOneGpu(comm, false)) return ncclSuccess;
   // Every rank's blocks wait for the others', so all must be resident at once:
   // the multiprocessors are shared among the ranks.
-  const int64_t want = paramInt(Param::DirectBlocks);
+  // ACCL_DIRECT_BLOCKS applies to ranks of one process, which read one
+  // environment: every rank's kernel must run as many blocks.
+  const bool oneProcess = onOneGpu(comm, true);
+  const int64_t want = oneProcess ? paramInt(Param::DirectBlocks) : 0;
   d.directBlocks = std::max(1, want > 0 ? static_cast<int>(std::min<int64_t>(want, d.smCount / n)) : d.smCount / n);
-  if (!onOneGpu(comm, true)) {
+  if (!oneProcess) {
     INFO(kInit, "%s rank %d: direct collectives on symmetric windows (%d ranks on device %d), %d block(s) per rank",
          comm->name.c_str(), comm->rank, n, comm->cudaDev, d.directBlocks);
     return ncclSuccess;

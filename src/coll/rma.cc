@@ -110,7 +110,7 @@ ncclResult_t Rma::connect() {
     sends_[peers[i]] = s[i];
     recvs_[peers[i]] = v[i];
   }
-  thread_ = std::thread([this] { receive(); });
+  if (!peers.empty()) thread_ = std::thread([this] { receive(); });  // alone: puts to itself are copies
   return ncclSuccess;
 }
 
@@ -229,7 +229,7 @@ void Rma::receive() {
     }
     if (backoff.napping()) {
       // Idle: asleep until a peer posts to one of the connections (or stop
-      // wakes it); waiters need the peer checks above every 100 ms.
+      // wakes it).
       std::vector<std::atomic<uint64_t>*> tails;
       std::vector<std::atomic<uint32_t>*> sleepers;
       std::vector<uint64_t> seen;
@@ -239,7 +239,8 @@ void Rma::receive() {
         sleepers.push_back(&c->fifo.ctrl->tailSleepers);
         seen.push_back(c->step);  // slots drained: a tail past it is a message
       }
-      fifoSleep(tails.data(), sleepers.data(), seen.data(), static_cast<int>(tails.size()), waiting ? 100 : 1000);
+      // 100 ms: the peer checks, and a stop that raced past its wake.
+      fifoSleep(tails.data(), sleepers.data(), seen.data(), static_cast<int>(tails.size()), 100);
     } else {
       backoff.pause();
     }
@@ -503,6 +504,13 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
 }
 
 bool rmaOnDevice(const ncclComm* comm) { return comm->rma && comm->rma->kind.load() == kDevice; }
+
+bool rmaHasWindow(ncclComm* comm, const ncclWindow_vidmem* win) {
+  if (!comm->rma) return false;
+  std::lock_guard<std::mutex> lock(comm->rma->winMu);
+  const auto& w = comm->rma->windows;
+  return std::find(w.begin(), w.end(), win) != w.end();
+}
 
 RmaDev* rmaDevOf(const ncclComm* comm) { return rmaOnDevice(comm) ? comm->rma->dev.get() : nullptr; }
 

@@ -71,6 +71,8 @@ bool rmaOnDevice(const ncclComm* comm);
 // another host, from the staging proxy.
 ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const void* data, size_t bytes,
                      const char* opName);
+// `win` is a registered window of this communicator (compares pointers only).
+bool rmaHasWindow(ncclComm* comm, const ncclWindow_vidmem* win);
 // The device windows' state (NULL until a device window is registered).
 RmaDev* rmaDevOf(const ncclComm* comm);
 // The window registered with NCCL_WIN_COLL_SYMMETRIC that holds `bytes` (> 0)

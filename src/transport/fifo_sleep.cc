@@ -43,7 +43,12 @@ timespec after(int ms) {
   return t;
 }
 
-std::atomic<bool> noWaitv{false};  // the kernel lacks futex_waitv: nap instead
+std::atomic<bool> noWaitv{false};  // futex_waitv is missing or refused (seccomp): nap instead
+
+void nap() {
+  timespec t{0, 100000};  // 100 us, as core/wait.h's Backoff
+  nanosleep(&t, nullptr);
+}
 
 }  // namespace
 
@@ -53,7 +58,7 @@ void fifoWake(std::atomic<uint64_t>* counter) {
 
 void fifoSleep(std::atomic<uint64_t>* const* counters, std::atomic<uint32_t>* const* sleepers, const uint64_t* seen,
                int n, int timeoutMs) {
-  if (n <= 0) return;
+  if (n <= 0) return nap();  // nothing to wait on: do not spin
   for (int i = 0; i < n; ++i) sleepers[i]->fetch_add(1, std::memory_order_seq_cst);
   bool moved = false;  // checked after registering: a move before it is seen here, one after it wakes us
   for (int i = 0; i < n && !moved; ++i) moved = counters[i]->load(std::memory_order_seq_cst) != seen[i];
@@ -66,13 +71,11 @@ void fifoSleep(std::atomic<uint64_t>* const* counters, std::atomic<uint32_t>* co
       for (int i = 0; i < n; ++i)
         w[i] = WaitV{static_cast<uint32_t>(seen[i]), reinterpret_cast<uint64_t>(low(counters[i])), kFutex32, 0};
       timespec until = after(timeoutMs);
-      if (syscall(SYS_futex_waitv, w.data(), n, 0, &until, CLOCK_MONOTONIC) < 0 && errno == ENOSYS)
-        noWaitv.store(true, std::memory_order_relaxed);
+      if (syscall(SYS_futex_waitv, w.data(), n, 0, &until, CLOCK_MONOTONIC) < 0 && errno != EAGAIN &&
+          errno != ETIMEDOUT && errno != EINTR)
+        noWaitv.store(true, std::memory_order_relaxed);  // ENOSYS, or EPERM from a seccomp filter
     }
-    if (n > 1 && (n > 128 || noWaitv.load(std::memory_order_relaxed))) {
-      timespec nap{0, 100000};  // 100 us, as core/wait.h's Backoff
-      nanosleep(&nap, nullptr);
-    }
+    if (n > 1 && (n > 128 || noWaitv.load(std::memory_order_relaxed))) nap();
   }
   for (int i = 0; i < n; ++i) sleepers[i]->fetch_sub(1, std::memory_order_seq_cst);
 }

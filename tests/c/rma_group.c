@@ -3,8 +3,9 @@
  * finish at ncclGroupEnd, which sets every handle; two windows per rank in one
  * group keep their order (the second window is #1 on every rank). Every rank
  * then puts a block into the next rank's second window, and the waits and
- * bytes are checked; deregistration is grouped the same way. A put inside a
- * group stays refused. Prints "OK: N ranks". */
+ * bytes are checked; deregistration is grouped the same way (a window named
+ * twice is refused at ncclGroupEnd). A put inside a group stays refused.
+ * Prints "OK: N ranks". */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,12 +70,14 @@ int main(int argc, char** argv) {
         "a put inside a group accepted");
   CHECK(ncclGroupEnd() == ncclSuccess, "group end");
 
+  /* The second window twice: the repeat fails at ncclGroupEnd, after both windows went. */
   CHECK(ncclGroupStart() == ncclSuccess, "group start");
   for (int r = 0; r < n; ++r) {
     CHECK(ncclCommWindowDeregister(comms[r], w2[r]) == ncclSuccess, "deregister 2");
     CHECK(ncclCommWindowDeregister(comms[r], w1[r]) == ncclSuccess, "deregister");
+    CHECK(ncclCommWindowDeregister(comms[r], w2[r]) == ncclSuccess, "deregister 2 again (queued)");
   }
-  CHECK(ncclGroupEnd() == ncclSuccess, "group end (deregistration)");
+  CHECK(ncclGroupEnd() == ncclInvalidUsage, "group end: a window deregistered twice accepted");
   for (int r = 0; r < n; ++r) {
     CHECK(ncclCommDestroy(comms[r]) == ncclSuccess, "destroy");
     free(first[r]);

@@ -182,6 +182,7 @@ def test_windows_registered_inside_a_group(c_program, nranks):
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert f"OK: {nranks} ranks" in p.stdout
     assert "one-sided operations inside ncclGroupStart/ncclGroupEnd" in p.stderr
+    assert p.stderr.count("was already deregistered") == nranks, p.stderr[-4000:]
 
 
 @pytest.mark.timeout(120)
