@@ -12,6 +12,7 @@
 #include "coll/steps.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "transport/fifo_sleep.h"
 
 namespace accl {
 namespace {
@@ -48,7 +49,33 @@ ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& send
   return ncclSuccess;
 }
 
+// Nothing moved for a while: asleep until a peer frees a slot of a blocked send
+// or posts to a waiting receive (transport/fifo_sleep.h), at most 10 ms, so
+// that the deadline and liveness checks go on.
+template <typename Queues>
+void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
+  std::vector<std::atomic<uint64_t>*> counters;
+  std::vector<std::atomic<uint32_t>*> sleepers;
+  std::vector<uint64_t> seen;
+  for (auto& kv : sendQ) {
+    if (kv.second.msgs.empty()) continue;
+    FifoCtrl* ctrl = kv.second.conn->fifo.ctrl;
+    counters.push_back(&ctrl->head);
+    sleepers.push_back(&ctrl->headSleepers);
+    seen.push_back(kv.second.conn->step - kSlots);  // nothing moved: the FIFO is full, head is here
+  }
+  for (auto& kv : recvQ) {
+    if (kv.second.msgs.empty()) continue;
+    FifoCtrl* ctrl = kv.second.conn->fifo.ctrl;
+    counters.push_back(&ctrl->tail);
+    sleepers.push_back(&ctrl->tailSleepers);
+    seen.push_back(kv.second.conn->step);  // slots drained: a tail past it is data
+  }
+  fifoSleep(counters.data(), sleepers.data(), seen.data(), static_cast<int>(counters.size()), 10);
+}
+
 }  // namespace
+
 
 ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   size_t onDevice = 0;
@@ -133,7 +160,8 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
       for (auto& kv : recvQ)
         if (!kv.second.msgs.empty()) NCCLCHECK(steps.check(kv.second.conn));
     }
-    if (open > 0) backoff.pause();
+    if (open > 0 && !backoff.napping()) backoff.pause();
+    else if (open > 0) sleepOnQueues(sendQ, recvQ);
   }
   return ncclSuccess;
 }
