@@ -1,12 +1,12 @@
 #include "core/group.h"
 
 #include <map>
-#include <thread>
 #include <vector>
 
 #include "coll/tuner.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/workers.h"
 #include "device/dev_comm.h"
 
 namespace accl {
@@ -29,19 +29,6 @@ struct GroupState {
 
 thread_local GroupState tlsGroup;
 
-// Runs jobs concurrently (inline when there is one) and returns the first error.
-ncclResult_t runConcurrently(const std::vector<std::function<ncclResult_t()>>& jobs) {
-  if (jobs.empty()) return ncclSuccess;
-  if (jobs.size() == 1) return jobs[0]();
-  std::vector<ncclResult_t> results(jobs.size(), ncclSuccess);
-  std::vector<std::thread> threads;
-  threads.reserve(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i) threads.emplace_back([&, i] { results[i] = jobs[i](); });
-  for (auto& t : threads) t.join();
-  for (ncclResult_t r : results)
-    if (r != ncclSuccess) return r;
-  return ncclSuccess;
-}
 
 // Each communicator's jobs in call order on a thread of their own, the
 // communicators concurrently (a job may wait for ranks driven by another).
