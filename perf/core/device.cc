@@ -15,6 +15,19 @@ namespace {
 
 constexpr size_t kAlign = 4096;
 
+// Both buffers from ncclMemAlloc (device or host memory, as the library runs).
+bool ncclAllocBoth(char** send, char** recv, size_t bytes, std::string* err) {
+  ncclResult_t r = ncclMemAlloc(reinterpret_cast<void**>(send), bytes);
+  if (r == ncclSuccess) r = ncclMemAlloc(reinterpret_cast<void**>(recv), bytes);
+  if (r != ncclSuccess) *err = std::string("ncclMemAlloc failed: ") + ncclGetErrorString(r);
+  return r == ncclSuccess;
+}
+
+void ncclFreeBoth(char* send, char* recv) {
+  (void)ncclMemFree(send);
+  (void)ncclMemFree(recv);
+}
+
 #if ACCL_PERF_CUDA
 bool cudaOk(cudaError_t e, const char* what, std::string* err) {
   if (e == cudaSuccess) return true;
@@ -57,8 +70,7 @@ std::string deviceDescription(int device) {
 RankBuffers::~RankBuffers() {
   if (device_ >= 0) (void)cudaSetDevice(device_);
   if (ncclAlloc_) {
-    (void)ncclMemFree(send_);
-    (void)ncclMemFree(recv_);
+    ncclFreeBoth(send_, recv_);
   } else if (device_ >= 0) {
     if (send_) (void)cudaFree(send_);
     if (recv_) (void)cudaFree(recv_);
@@ -74,15 +86,8 @@ bool RankBuffers::init(int device, size_t bytes, bool streamNull, bool ncclAlloc
   device_ = device;
   bytes_ = (bytes + kAlign - 1) / kAlign * kAlign;
   if (device >= 0 && !setDevice(device, err)) return false;
-  if (ncclAlloc) {
-    ncclAlloc_ = true;
-    ncclResult_t r = ncclMemAlloc(reinterpret_cast<void**>(&send_), bytes_);
-    if (r == ncclSuccess) r = ncclMemAlloc(reinterpret_cast<void**>(&recv_), bytes_);
-    if (r != ncclSuccess) {
-      *err = std::string("ncclMemAlloc failed: ") + ncclGetErrorString(r);
-      return false;
-    }
-  }
+  ncclAlloc_ = ncclAlloc;
+  if (ncclAlloc && !ncclAllocBoth(&send_, &recv_, bytes_, err)) return false;
   if (device < 0) {
     if (ncclAlloc) return true;
     if (posix_memalign(reinterpret_cast<void**>(&send_), kAlign, bytes_) ||
@@ -195,8 +200,7 @@ std::string deviceDescription(int device) { return device < 0 ? "[host] host mem
 
 RankBuffers::~RankBuffers() {
   if (ncclAlloc_) {
-    (void)ncclMemFree(send_);
-    (void)ncclMemFree(recv_);
+    ncclFreeBoth(send_, recv_);
   } else {
     std::free(send_);
     std::free(recv_);
@@ -206,13 +210,8 @@ RankBuffers::~RankBuffers() {
 bool RankBuffers::init(int device, size_t bytes, bool, bool ncclAlloc, std::string* err) {
   if (device >= 0) return noCuda(err);
   bytes_ = (bytes + kAlign - 1) / kAlign * kAlign;
-  if (ncclAlloc) {
-    ncclAlloc_ = true;
-    ncclResult_t r = ncclMemAlloc(reinterpret_cast<void**>(&send_), bytes_);
-    if (r == ncclSuccess) r = ncclMemAlloc(reinterpret_cast<void**>(&recv_), bytes_);
-    if (r != ncclSuccess) *err = std::string("ncclMemAlloc failed: ") + ncclGetErrorString(r);
-    return r == ncclSuccess;
-  }
+  ncclAlloc_ = ncclAlloc;
+  if (ncclAlloc) return ncclAllocBoth(&send_, &recv_, bytes_, err);
   if (posix_memalign(reinterpret_cast<void**>(&send_), kAlign, bytes_) ||
       posix_memalign(reinterpret_cast<void**>(&recv_), kAlign, bytes_)) {
     *err = "cannot allocate " + std::to_string(bytes_) + " bytes of host memory";

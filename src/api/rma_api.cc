@@ -62,6 +62,13 @@ ncclResult_t checkHasWindows(const ncclComm* comm, const char* fn) {
   return ncclSuccess;
 }
 
+// Window (de)registration: now, or at ncclGroupEnd inside a group (as NCCL).
+ncclResult_t nowOrAtGroupEnd(ncclComm* comm, std::function<ncclResult_t()> job) {
+  if (!accl::groupActive()) return job();
+  accl::groupEnqueueCommJob(comm, std::move(job));
+  return ncclSuccess;
+}
+
 }  // namespace
 
 extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
@@ -83,13 +90,10 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
          winFlags);
     return ncclInvalidArgument;
   }
-  auto job = [comm, buff, size, winFlags, win] {
+  return nowOrAtGroupEnd(comm, [comm, buff, size, winFlags, win] {  // in a group, *win is set by ncclGroupEnd
     accl::CommUse use(comm);
     return accl::rmaRegister(comm, buff, size, winFlags, win);
-  };
-  if (!accl::groupActive()) return job();
-  accl::groupEnqueueCommJob(comm, job);  // *win is set by ncclGroupEnd, as NCCL
-  return ncclSuccess;
+  });
   ACCL_API_GUARD_END("ncclCommWindowRegister")
 }
 NCCL_API_ALIAS(ncclCommWindowRegister)
@@ -99,17 +103,14 @@ extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t 
   const char* fn = "ncclCommWindowDeregister";
   NCCLCHECK(acclCheckUsable(comm, fn));
   NCCLCHECK(checkWindow(comm, win, fn));
-  auto job = [comm, win, fn] {
+  return nowOrAtGroupEnd(comm, [comm, win, fn] {
     accl::CommUse use(comm);
     if (!accl::rmaHasWindow(comm, win)) {  // queued twice in one group: the first dropped it
       WARN("%s: window %p was already deregistered", fn, static_cast<void*>(win));
       return ncclInvalidUsage;
     }
     return accl::rmaDeregister(comm, win);
-  };
-  if (!accl::groupActive()) return job();
-  accl::groupEnqueueCommJob(comm, job);
-  return ncclSuccess;
+  });
   ACCL_API_GUARD_END("ncclCommWindowDeregister")
 }
 NCCL_API_ALIAS(ncclCommWindowDeregister)

@@ -46,9 +46,9 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
   const int n = comm->nranks;
   if (n < 2 || n > kDevMaxDirect || paramInt(Param::Direct) == 0 || !onOneGpu(comm, false)) return ncclSuccess;
   // Every rank's blocks wait for the others', so all must be resident at once:
-  // the multiprocessors are shared among the ranks.
-  // ACCL_DIRECT_BLOCKS applies to ranks of one process, which read one
-  // environment: every rank's kernel must run as many blocks.
+  // the multiprocessors are shared among the ranks. ACCL_DIRECT_BLOCKS lowers
+  // that for ranks of one process only: they read one environment, and every
+  // rank's kernel must run as many blocks.
   const bool oneProcess = onOneGpu(comm, true);
   const int64_t want = oneProcess ? paramInt(Param::DirectBlocks) : 0;
   d.directBlocks = std::max(1, want > 0 ? static_cast<int>(std::min<int64_t>(want, d.smCount / n)) : d.smCount / n);

@@ -54,28 +54,15 @@ ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& send
 // that the deadline and liveness checks go on.
 template <typename Queues>
 void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
-  std::vector<std::atomic<uint64_t>*> counters;
-  std::vector<std::atomic<uint32_t>*> sleepers;
-  std::vector<uint64_t> seen;
-  for (auto& kv : sendQ) {
-    if (kv.second.msgs.empty()) continue;
-    FifoCtrl* ctrl = kv.second.conn->fifo.ctrl;
-    counters.push_back(&ctrl->head);
-    sleepers.push_back(&ctrl->headSleepers);
-    seen.push_back(kv.second.conn->step - kSlots);  // nothing moved: the FIFO is full, head is here
-  }
-  for (auto& kv : recvQ) {
-    if (kv.second.msgs.empty()) continue;
-    FifoCtrl* ctrl = kv.second.conn->fifo.ctrl;
-    counters.push_back(&ctrl->tail);
-    sleepers.push_back(&ctrl->tailSleepers);
-    seen.push_back(kv.second.conn->step);  // slots drained: a tail past it is data
-  }
-  fifoSleep(counters.data(), sleepers.data(), seen.data(), static_cast<int>(counters.size()), 10);
+  FifoSleepSet s;
+  for (auto& kv : sendQ)  // nothing moved: the FIFO is full, head is here
+    if (!kv.second.msgs.empty()) s.head(kv.second.conn->fifo.ctrl, kv.second.conn->step - kSlots);
+  for (auto& kv : recvQ)  // slots drained: a tail past it is data
+    if (!kv.second.msgs.empty()) s.tail(kv.second.conn->fifo.ctrl, kv.second.conn->step);
+  s.sleep(10);
 }
 
 }  // namespace
-
 
 ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   size_t onDevice = 0;

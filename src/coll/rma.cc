@@ -230,17 +230,10 @@ void Rma::receive() {
     if (backoff.napping()) {
       // Idle: asleep until a peer posts to one of the connections (or stop
       // wakes it).
-      std::vector<std::atomic<uint64_t>*> tails;
-      std::vector<std::atomic<uint32_t>*> sleepers;
-      std::vector<uint64_t> seen;
-      for (Connection* c : recvs_) {
-        if (!c) continue;
-        tails.push_back(&c->fifo.ctrl->tail);
-        sleepers.push_back(&c->fifo.ctrl->tailSleepers);
-        seen.push_back(c->step);  // slots drained: a tail past it is a message
-      }
-      // 100 ms: the peer checks, and a stop that raced past its wake.
-      fifoSleep(tails.data(), sleepers.data(), seen.data(), static_cast<int>(tails.size()), 100);
+      FifoSleepSet s;
+      for (Connection* c : recvs_)
+        if (c) s.tail(c->fifo.ctrl, c->step);  // slots drained: a tail past it is a message
+      s.sleep(100);  // 100 ms: the peer checks, and a stop that raced past its wake
     } else {
       backoff.pause();
     }

@@ -380,10 +380,10 @@ bool rmaDevDirect(ncclComm* comm, RmaDev* dev, DevCollWork* w, size_t sendBytes,
   const int me = comm->rank;
   int sendWin = -1, recvWin = -1;
   size_t sendOff = 0, recvOff = 0;
-  const bool sharesSend = directSharesSend(w->coll, me, w->root), sharesRecv = directSharesRecv(w->coll, me, w->root);
-  if (!sharesSend && !sharesRecv) return false;
-  if (sharesSend && !rmaFindSymmetric(comm, w->send, sendBytes, &sendWin, &sendOff)) return false;
-  if (sharesRecv && !rmaFindSymmetric(comm, w->recv, recvBytes, &recvWin, &recvOff)) return false;
+  if (directSharesSend(w->coll, me, w->root) && !rmaFindSymmetric(comm, w->send, sendBytes, &sendWin, &sendOff))
+    return false;
+  if (directSharesRecv(w->coll, me, w->root) && !rmaFindSymmetric(comm, w->recv, recvBytes, &recvWin, &recvOff))
+    return false;
   if (sendWin >= kDevMaxDirectWindows || recvWin >= kDevMaxDirectWindows) return false;
   for (int q = 0; q < comm->nranks; ++q) w->slots[q] = dev->slots[q];
   w->winBases = dev->winBases;

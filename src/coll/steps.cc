@@ -86,8 +86,13 @@ ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
   Backoff b;
   while (!recvReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    if (b.napping()) fifoSleep(&c->fifo.ctrl->tail, &c->fifo.ctrl->tailSleepers, c->step, kSleepCheckMs);
-    else b.pause();
+    if (!b.napping()) {
+      b.pause();
+      continue;
+    }
+    FifoSleepSet s;
+    s.tail(c->fifo.ctrl, c->step);  // slots drained: a tail past it is data
+    s.sleep(kSleepCheckMs);
   }
   return recvSlot(c, bytes, data);
 }
@@ -96,9 +101,13 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
   Backoff b;
   while (!sendReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    const uint64_t head = c->fifo.ctrl->head.load();
-    if (!b.napping()) b.pause();
-    else if (c->step - head >= kSlots) fifoSleep(&c->fifo.ctrl->head, &c->fifo.ctrl->headSleepers, head, kSleepCheckMs);
+    if (!b.napping()) {
+      b.pause();
+      continue;
+    }
+    FifoSleepSet s;
+    s.head(c->fifo.ctrl, c->step - kSlots);  // full: head is here until the receiver drains a slot
+    s.sleep(kSleepCheckMs);
   }
   *slot = c->fifo.slot(c->step);
   return ncclSuccess;
@@ -106,9 +115,9 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
 
 void Steps::post(Connection* c, size_t bytes) {
   c->fifo.ctrl->bytes[c->step % kSlots] = static_cast<uint32_t>(bytes);
-  fifoAdvance(&c->fifo.ctrl->tail, &c->fifo.ctrl->tailSleepers, ++c->step);
+  fifoPostTail(c->fifo.ctrl, ++c->step);
 }
 
-void Steps::release(Connection* c) { fifoAdvance(&c->fifo.ctrl->head, &c->fifo.ctrl->headSleepers, ++c->step); }
+void Steps::release(Connection* c) { fifoPostHead(c->fifo.ctrl, ++c->step); }
 
 }  // namespace accl

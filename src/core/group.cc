@@ -29,20 +29,29 @@ struct GroupState {
 
 thread_local GroupState tlsGroup;
 
+// The items of each communicator, in call order, the communicators in the
+// order of their first item.
+template <typename T, typename CommOf>
+std::vector<std::pair<ncclComm*, std::vector<T>>> byCommInOrder(const std::vector<T>& items, CommOf commOf) {
+  std::vector<std::pair<ncclComm*, std::vector<T>>> parts;
+  std::map<ncclComm*, size_t> at;
+  for (const T& item : items) {
+    ncclComm* c = commOf(item);
+    auto [it, added] = at.emplace(c, parts.size());
+    if (added) parts.emplace_back(c, std::vector<T>());
+    parts[it->second].second.push_back(item);
+  }
+  return parts;
+}
 
 // Each communicator's jobs in call order on a thread of their own, the
 // communicators concurrently (a job may wait for ranks driven by another).
 ncclResult_t runCommJobs(const std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>>& jobs) {
-  std::map<ncclComm*, std::vector<const std::function<ncclResult_t()>*>> byComm;
-  std::vector<ncclComm*> order;
-  for (const auto& [comm, job] : jobs) {
-    if (!byComm.count(comm)) order.push_back(comm);
-    byComm[comm].push_back(&job);
-  }
+  auto parts = byCommInOrder(jobs, [](const auto& job) { return job.first; });
   std::vector<std::function<ncclResult_t()>> perComm;
-  for (ncclComm* c : order) {
-    perComm.push_back([c, &byComm] {
-      for (const auto* job : byComm[c]) NCCLCHECK((*job)());
+  for (const auto& part : parts) {
+    perComm.push_back([&part] {
+      for (const auto& job : part.second) NCCLCHECK(job.second());
       return ncclSuccess;
     });
   }
@@ -90,22 +99,17 @@ ncclResult_t groupEnd() {
   g.clear();
   NCCLCHECK(runConcurrently(inits));
   NCCLCHECK(runCommJobs(commJobs));
-  std::map<ncclComm*, std::vector<CollArgs>> byComm;
-  std::vector<ncclComm*> order;
-  for (const CollArgs& a : colls) {
-    if (!byComm.count(a.comm)) order.push_back(a.comm);
-    byComm[a.comm].push_back(a);
-  }
+  auto parts = byCommInOrder(colls, [](const CollArgs& a) { return a.comm; });
   // A part that only queues kernels runs here; the others need a thread each,
   // since each may wait for peers that another part of this group serves.
   std::vector<std::function<ncclResult_t()>> jobs;
   ncclResult_t first = ncclSuccess;
-  for (ncclComm* c : order) {
-    if (!devQueuesOnly(c, byComm[c])) {
-      jobs.push_back([c, &byComm] { return runCommOps(c, byComm[c]); });
+  for (const auto& [c, ops] : parts) {
+    if (!devQueuesOnly(c, ops)) {
+      jobs.push_back([c = c, &ops = ops] { return runCommOps(c, ops); });
       continue;
     }
-    ncclResult_t r = runCommOps(c, byComm[c]);
+    ncclResult_t r = runCommOps(c, ops);
     if (first == ncclSuccess) first = r;
   }
   ncclResult_t r = runConcurrently(jobs);

@@ -8,6 +8,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
+
+#include "transport/fifo.h"
 
 namespace accl {
 
@@ -25,9 +28,29 @@ inline void fifoAdvance(std::atomic<uint64_t>* counter, std::atomic<uint32_t>* s
 void fifoSleep(std::atomic<uint64_t>* const* counters, std::atomic<uint32_t>* const* sleepers, const uint64_t* seen,
                int n, int timeoutMs);
 
-// One counter.
-inline void fifoSleep(std::atomic<uint64_t>* counter, std::atomic<uint32_t>* sleepers, uint64_t seen, int timeoutMs) {
-  fifoSleep(&counter, &sleepers, &seen, 1, timeoutMs);
-}
+// The FIFO counters one thread waits for, gathered to sleep on at once:
+// `seen` is the value that means "nothing new yet".
+class FifoSleepSet {
+ public:
+  void tail(FifoCtrl* c, uint64_t seen) { add(&c->tail, &c->tailSleepers, seen); }
+  void head(FifoCtrl* c, uint64_t seen) { add(&c->head, &c->headSleepers, seen); }
+  void sleep(int timeoutMs) {
+    fifoSleep(counters_.data(), sleepers_.data(), seen_.data(), static_cast<int>(counters_.size()), timeoutMs);
+  }
+
+ private:
+  void add(std::atomic<uint64_t>* counter, std::atomic<uint32_t>* sleepers, uint64_t seen) {
+    counters_.push_back(counter);
+    sleepers_.push_back(sleepers);
+    seen_.push_back(seen);
+  }
+  std::vector<std::atomic<uint64_t>*> counters_;
+  std::vector<std::atomic<uint32_t>*> sleepers_;
+  std::vector<uint64_t> seen_;
+};
+
+// The FIFO's tail (head) moves: its sleepers wake.
+inline void fifoPostTail(FifoCtrl* c, uint64_t tail) { fifoAdvance(&c->tail, &c->tailSleepers, tail); }
+inline void fifoPostHead(FifoCtrl* c, uint64_t head) { fifoAdvance(&c->head, &c->headSleepers, head); }
 
 }  // namespace accl

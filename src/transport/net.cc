@@ -101,9 +101,9 @@ class NetConnection : public Connection {
       }
       if (fifo.ctrl->tail.load(std::memory_order_acquire) == sent) {
         if (b.napping()) {  // idle: asleep until the sender posts (or stop wakes it)
-          std::atomic<uint64_t>* c = &fifo.ctrl->tail;
-          std::atomic<uint32_t>* s = &fifo.ctrl->tailSleepers;
-          fifoSleep(&c, &s, &sent, 1, kIdleCheckMs);
+          FifoSleepSet s;
+          s.tail(fifo.ctrl, sent);
+          s.sleep(kIdleCheckMs);
         } else {
           b.pause();
         }
@@ -116,7 +116,7 @@ class NetConnection : public Connection {
         fail("sending to");
         return;
       }
-      fifoAdvance(&fifo.ctrl->head, &fifo.ctrl->headSleepers, ++sent);
+      fifoPostHead(fifo.ctrl, ++sent);
     }
   }
 
@@ -128,9 +128,9 @@ class NetConnection : public Connection {
       const uint64_t head = fifo.ctrl->head.load(std::memory_order_acquire);
       if (got - head >= kSlots) {  // full: asleep until the receiver drains a slot (or stop wakes it)
         if (b.napping()) {
-          std::atomic<uint64_t>* c = &fifo.ctrl->head;
-          std::atomic<uint32_t>* s = &fifo.ctrl->headSleepers;
-          fifoSleep(&c, &s, &head, 1, kIdleCheckMs);
+          FifoSleepSet s;
+          s.head(fifo.ctrl, head);
+          s.sleep(kIdleCheckMs);
         } else {
           b.pause();
         }
@@ -157,7 +157,7 @@ class NetConnection : public Connection {
         return;
       }
       fifo.ctrl->bytes[got % kSlots] = bytes;
-      fifoAdvance(&fifo.ctrl->tail, &fifo.ctrl->tailSleepers, ++got);
+      fifoPostTail(fifo.ctrl, ++got);
     }
   }
 
