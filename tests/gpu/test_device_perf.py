@@ -59,6 +59,17 @@ def test_unaligned_counts(drivers):
         "-d", "int8")
 
 
+@pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"])
+def test_direct_large(drivers, name):
+    # Parts of 8 MiB and more per rank take the evict-first stores
+    # (device/dev_direct.cuh): odd sizes that leave a tail after the 16-byte
+    # vectors, 2 and 3 ranks, then replays of a captured graph.
+    for ranks in ("2", "3"):
+        run(drivers, name, "-b", "50000004", "-e", "100000008", "-f", "2", "-n", "2", "-w", "1", "-c", "1", "-g", ranks,
+            "-d", "float")
+    run(drivers, name, "-b", "96M", "-e", "96M", "-n", "3", "-w", "1", "-c", "1", "-g", "2", "-G", "3", "-d", "int8")
+
+
 def test_cuda_graphs(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "8M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-g", "2", "-G", "5")
 
