@@ -9,6 +9,7 @@
 #include "core/mode.h"
 #include "core/param.h"
 #include "device/dev_comm.h"
+#include "transport/host_share.h"
 
 #define ACCL_STR2(x) #x
 #define ACCL_STR(x) ACCL_STR2(x)
@@ -70,20 +71,17 @@ extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
   // Device mode: device memory, as NCCL. Host mode: page-aligned host memory
-  // (registrable, and what NCCL_WIN_REQUIRED_ALIGNMENT asks).
+  // that other processes on the host can map (transport/host_share.h), so
+  // that collectives on symmetric windows run direct between processes.
   if (accl::queryMode().device) return accl::devMemAlloc(ptr, size);
-  if (posix_memalign(ptr, 4096, size) != 0) {
-    *ptr = nullptr;
-    WARN("ncclMemAlloc: cannot allocate %zu bytes of host memory", size);
-    return ncclSystemError;
-  }
-  return ncclSuccess;
+  return accl::hostShareAlloc(ptr, size);
 }
 NCCL_API_ALIAS(ncclMemAlloc)
 
 extern "C" ncclResult_t pncclMemFree(void* ptr) {
   if (!ptr) return ncclSuccess;
   if (accl::queryMode().device && accl::devMemFree(ptr)) return ncclSuccess;
+  if (accl::hostShareFree(ptr)) return ncclSuccess;
   free(ptr);
   return ncclSuccess;
 }

@@ -1,6 +1,7 @@
 // Dispatch: the op's Reducer, the tuner's algorithm, the algorithm.
 #include "coll/coll.h"
 
+#include "coll/host_direct.h"
 #include "coll/tuner.h"
 #include "core/check.h"
 #include "core/comm.h"
@@ -34,6 +35,9 @@ ncclResult_t runCollective(const CollArgs& a) {
   NCCLCHECK(devBeforeHostOp(a.comm));
   Reducer red = a.red;
   if (a.deviceScalar) red.scalar = readScalar(a.type, a.deviceScalar);
+  bool direct = false;
+  ncclResult_t r = hostDirectRun(a, red, &direct);
+  if (direct) return r;
   Algo algo = chooseAlgo(a);
   if (algo == Algo::Default) {
     WARN("%s: no algorithm available for %s: NCCL_ALGO=%s allows none that ACCL has (ring%s)", a.opName,

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "coll/host_direct.h"
 #include "coll/rma_dev.h"
 #include "coll/steps.h"
 #include "core/check.h"
@@ -70,6 +71,7 @@ class Rma {
   std::vector<ncclWindow_vidmem*> windows;
   std::atomic<int32_t> kind{kEmpty};  // of every window so far (kHost or kDevice once one has memory)
   RmaDevPtr dev;          // device mode: signal arrays and mappings (coll/rma_dev.h)
+  HostDirectPtr hostDirect;  // host windows on one host: the direct collectives' slots
   std::atomic<RmaDev*> devWatch{nullptr};  // dev, for the receiver thread
 
  private:
@@ -344,8 +346,9 @@ struct RegEntry {
   int64_t index;
   uint64_t size;
   int32_t kind;
-  int32_t pad;
+  int32_t flags;
   RmaDevExport dev;  // device mode
+  HostDirectExport host;  // host memory: where the other processes map it
 };
 
 // Checks a registration's allgather: every rank at the same registration, and
@@ -363,6 +366,11 @@ ncclResult_t checkRegistration(ncclComm* comm, int index, int32_t kind, const st
       WARN("%s (%s, rank %d): rank %d is at its registration #%lld but this rank at #%d: every rank must register "
            "(and deregister) windows in the same order", fn, comm->name.c_str(), comm->rank, q,
            static_cast<long long>(i), index);
+      return ncclInvalidUsage;
+    }
+    if (all[q].flags != all[comm->rank].flags) {
+      WARN("%s (%s, rank %d): rank %d registers its window with flags 0x%x, this rank with 0x%x: every rank must "
+           "pass the same flags", fn, comm->name.c_str(), comm->rank, q, all[q].flags, all[comm->rank].flags);
       return ncclInvalidUsage;
     }
     if (k == kUnshareable) {
@@ -421,6 +429,11 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
   mine.index = w->index;
   mine.size = size;
   mine.kind = kind;
+  mine.flags = flags;
+  if (flags & NCCL_WIN_COLL_SYMMETRIC) {
+    if (kind == kHost) mine.host = hostDirectExport(buff, size);
+    hostDirectPrepare(comm, &rma.hostDirect);  // rank 0: the slots, before any rank looks for them
+  }
   int32_t agreed = kEmpty;
   ncclResult_t r = comm->bootstrap->allgather(all.data(), sizeof(RegEntry));
   if (r == ncclSuccess) r = checkRegistration(comm, w->index, rma.kind.load(), all, &agreed);
@@ -441,6 +454,11 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
     }
     if (r == ncclSuccess) r = g;
     if (r != ncclSuccess) rmaDevDetach(rma.dev.get(), w);
+  }
+  if (r == ncclSuccess && agreed == kHost && (flags & NCCL_WIN_COLL_SYMMETRIC)) {
+    std::vector<HostDirectExport> exports;
+    for (const RegEntry& e : all) exports.push_back(e.host);
+    r = hostDirectAttach(comm, &rma.hostDirect, w, exports);
   }
   if (r != ncclSuccess) {
     std::lock_guard<std::mutex> lock(rma.winMu);
@@ -491,6 +509,7 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
     rma.windows[win->index] = nullptr;  // indices stay: they name windows on every rank
   }
   rmaDevDetach(rma.dev.get(), win);
+  hostDirectDetach(win);
   win->magic = 0;
   delete win;
   return ncclSuccess;
@@ -513,7 +532,7 @@ bool rmaFindSymmetric(ncclComm* comm, const void* p, size_t bytes, int* index, s
   const char* c = static_cast<const char*>(p);
   std::lock_guard<std::mutex> lock(rma.winMu);
   for (const ncclWindow_vidmem* w : rma.windows) {
-    if (!w || !w->device || !(w->flags & NCCL_WIN_COLL_SYMMETRIC)) continue;
+    if (!w || !(w->device || w->hostDirect) || !(w->flags & NCCL_WIN_COLL_SYMMETRIC)) continue;
     const char* base = static_cast<const char*>(w->base);
     if (c < base || c >= base + w->size || bytes > w->size - static_cast<size_t>(c - base)) continue;
     *index = w->index;
@@ -521,6 +540,16 @@ bool rmaFindSymmetric(ncclComm* comm, const void* p, size_t bytes, int* index, s
     return true;
   }
   return false;
+}
+
+HostDirect* rmaHostDirect(const ncclComm* comm) { return comm->rma ? comm->rma->hostDirect.get() : nullptr; }
+
+char* rmaHostPeer(ncclComm* comm, int index, int rank) {
+  Rma& rma = *comm->rma;
+  std::lock_guard<std::mutex> lock(rma.winMu);
+  if (index < 0 || index >= static_cast<int>(rma.windows.size())) return nullptr;
+  const ncclWindow_vidmem* w = rma.windows[index];
+  return w && w->hostDirect ? w->hostPeerBase[rank] : nullptr;
 }
 
 ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const void* data, size_t bytes,
@@ -551,6 +580,7 @@ void rmaStop(ncclComm* comm) {
     for (ncclWindow_vidmem*& w : rma.windows) {
       if (!w) continue;
       rmaDevDetach(rma.dev.get(), w);
+      hostDirectDetach(w);
       w->magic = 0;
       delete w;
       w = nullptr;

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "nccl.h"
@@ -37,6 +38,12 @@ struct ncclWindow_vidmem {
   bool device = false;
   std::vector<char*> peerBase;
   std::vector<void*> opened;
+  // Host windows registered with NCCL_WIN_COLL_SYMMETRIC that every rank
+  // could map (coll/host_direct.h): every rank's part as this process reaches
+  // it, and the mappings of other processes' parts to unmap.
+  bool hostDirect = false;
+  std::vector<char*> hostPeerBase;
+  std::vector<std::pair<void*, size_t>> hostMaps;
 };
 
 namespace accl {
@@ -45,6 +52,7 @@ constexpr uint64_t kWindowMagic = 0x776f646e69772d61ull;  // "a-window"
 
 class Rma;
 class RmaDev;
+class HostDirect;
 struct RmaDeleter {
   void operator()(Rma* r) const;
 };
@@ -75,8 +83,14 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const v
 bool rmaHasWindow(ncclComm* comm, const ncclWindow_vidmem* win);
 // The device windows' state (NULL until a device window is registered).
 RmaDev* rmaDevOf(const ncclComm* comm);
-// The window registered with NCCL_WIN_COLL_SYMMETRIC that holds `bytes` (> 0)
-// at `p`: its index and p's offset there; false if none does.
+// Host direct collectives (coll/host_direct.h): their state (NULL until a
+// symmetric host window was registered on one host), and rank `rank`'s part
+// of window `index` as this process reaches it (NULL: none, or not mapped).
+HostDirect* rmaHostDirect(const ncclComm* comm);
+char* rmaHostPeer(ncclComm* comm, int index, int rank);
+// The window registered with NCCL_WIN_COLL_SYMMETRIC (a device window, or a
+// host window every rank mapped) that holds `bytes` (> 0) at `p`: its index
+// and p's offset there; false if none does.
 bool rmaFindSymmetric(ncclComm* comm, const void* p, size_t bytes, int* index, size_t* offset);
 // commFree: stops the receiver thread before the connections go.
 void rmaStop(ncclComm* comm);

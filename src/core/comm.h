@@ -80,6 +80,7 @@ struct Registration {
 
 // Connection tags: which logical connection between the same two ranks.
 enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3, kTagRma = 4,
+                     kTagHostDirect = 5,  // names the host direct collectives' slots (coll/host_direct.h)
                      kTagDevice = 16, kTagDevRing = 16, kTagDevP2p = 17 };  // >= kTagDevice: device connectors
 
 }  // namespace accl

@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fork_ranks.h"
+
 /* Declared by NCCL's device API header (nccl_device/core.h), not nccl.h. */
 ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
 
@@ -170,30 +172,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
   } else {
     void* (*body)(void*) = strcmp(argv[1], "dead") == 0 ? deadPeer : runRank;
-    /* Fork before any NCCL call, so that each process reads its own NCCL_HOSTID. */
-    pid_t kids[MAXR];
-    int pipes[MAXR][2];
-    for (int r = 1; r < nranks; ++r) {
-      CHECK(pipe(pipes[r]) == 0, "pipe");
-      kids[r] = fork();
-      if (kids[r] == 0) {
-        rank = r;
-        setHost(r);
-        CHECK(read(pipes[r][0], &id, sizeof id) == (ssize_t)sizeof id, "reading the id");
-        body((void*)(long)r);
-        fflush(stdout);
-        _exit(0);
-      }
-    }
-    setHost(0);
-    CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
-    for (int r = 1; r < nranks; ++r) CHECK(write(pipes[r][1], &id, sizeof id) == (ssize_t)sizeof id, "sending the id");
-    body((void*)0L);
-    for (int r = 1; r < nranks; ++r) {
-      int status = 0;
-      waitpid(kids[r], &status, 0);
-      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d exited with status %d", r, status);
-    }
+    /* Forks before any NCCL call, so that each process reads its own NCCL_HOSTID. */
+    CHECK(forkRanks(nranks, &id, body, setHost) == 0, "a rank failed");
   }
   printf("OK: %d ranks\n", nranks);
   return 0;

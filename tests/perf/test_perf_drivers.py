@@ -197,6 +197,27 @@ def test_symmetric_windows_of_several_ranks_per_thread(perf_bin):
     Table(p.stdout).assert_clean()
 
 
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "broadcast", "reduce", "reduce_scatter"])
+def test_direct_collectives_between_processes(perf_bin, name):
+    """-R 2 under mpirun: ncclMemAlloc'd buffers (memfd) in symmetric windows
+    that every process maps, so the collectives run direct (coll/host_direct.h):
+    every datatype and op (and root), in place and out of place, 2 and 3
+    processes, and a size that leaves a tail after the chunks."""
+    mpirun = shutil.which("mpirun")
+    binary = perf_bin / f"{name}_perf"
+    if not mpirun or not _links_mpi(binary):
+        pytest.skip("built without MPI, or no mpirun")
+    for np_, extra in (("2", ["-d", "all"] + (["-o", "all"] if name in ("all_reduce", "reduce", "reduce_scatter")
+                                              else []) + (["-r", "all"] if name in ROOTED else [])),
+                       ("3", ["-b", "8", "-e", "3000000", "-f", "7", "-d", "float"])):
+        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", np_, "-x", "NCCL_SOCKET_IFNAME=lo", "-x",
+               "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT", str(binary)] + SMALL + ["-R", "2", "-T", "60"] + extra
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        assert p.returncode == 0, p.stdout + p.stderr
+        Table(p.stdout).assert_clean()
+        assert p.stderr.count("window #0: direct collectives") == int(np_), p.stderr[-3000:]
+
+
 @pytest.mark.parametrize("args,message", [
     (["-d", "float17"], "invalid value 'float17' for -d"),
     (["-o", "xor"], "invalid value 'xor' for -o"),

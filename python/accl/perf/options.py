@@ -86,6 +86,7 @@ class Options:
     json: str | None = None
     progress: bool = False  # a line per size to stderr (else only sizes taking > 2 s)
     bind_to: str = "core"  # "core": rank r on the r-th allowed CPU (binding.py); "none"
+    local_register: int = 0  # nccl-tests' -R: 1 ncclCommRegister, 2 ncclMemAlloc + symmetric windows
 
     def sizes(self) -> list[int]:
         """The byte sizes of the sweep, minbytes to maxbytes inclusive."""
@@ -122,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time reported: 0 rank 0, 1 average (default, as nccl-tests), 2 min, 3 max")
     p.add_argument("-T", "--timeout", type=float, default=300.0,
                    help="seconds before the whole run is stopped (300)")
+    p.add_argument("-R", "--local_register", type=int, choices=(0, 1, 2), default=0,
+                   help="ACCL's buffers: 0 plain (default), 1 registered with ncclCommRegister, "
+                        "2 from ncclMemAlloc in windows registered with NCCL_WIN_COLL_SYMMETRIC "
+                        "(the direct collectives, on one host)")
     p.add_argument("--compare", type=_peers, default=[], metavar="mpi,gloo",
                    help="also time the same sizes with OpenMPI (mpi4py under mpirun) and/or "
                         "Gloo (torch.distributed); adds 'mpi time', 'x mpi', ... columns")
@@ -158,4 +163,4 @@ def parse(argv: list[str]) -> Options:
     ops = OPS if a.op == "all" else [a.op]
     return Options(a.collective, a.nranks, a.minbytes, a.maxbytes, stepbytes, factor, a.iters,
                    a.warmup_iters, a.check, types, ops, a.average, a.timeout, a.compare,
-                   a.plot, a.csv, a.json, a.progress, a.bind_to)
+                   a.plot, a.csv, a.json, a.progress, a.bind_to, a.local_register)

@@ -88,8 +88,8 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
     nbytes = count * dtype.itemsize
     index = np.arange(count, dtype=np.int64)
     want = data.expected(comm.size, index, dtype, op) if opts.check else None
-    send = data.fill(comm.rank, index, dtype, op)
-    recv = np.zeros_like(send)
+    send, recv, registrations = _buffers(comm, count, dtype, opts.local_register)
+    send[...] = data.fill(comm.rank, index, dtype, op)
     row = table.row_start(nbytes, count, typename, op, coll.root)
     record = {"collective": coll.name, "nranks": comm.size, "size": nbytes, "count": count,
               "type": typename, "redop": op, "root": coll.root}
@@ -124,7 +124,22 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
         if peer and peer.get("wrong"):
             record[f"{name}_wrong"] = peer["wrong"]
         row += table.compare_part(peer_us, ratio)
+    for r in registrations:  # collective, like the registration: every rank runs the same sizes
+        r.deregister()
     return row, wrongs, busbws, record
+
+
+def _buffers(comm, count: int, dtype, register: int):
+    """One size's send and receive arrays, and their registrations (undone
+    after the size), as nccl-tests' -R: 1 ncclCommRegister; 2 ncclMemAlloc
+    memory in windows registered with NCCL_WIN_COLL_SYMMETRIC, on which the
+    ranks of one host run the direct collectives."""
+    if register == 2 and count > 0:
+        send, recv = accl.mem_alloc(count, dtype), accl.mem_alloc(count, dtype)
+        recv[...] = 0
+        return send, recv, [comm.register_window(send), comm.register_window(recv)]
+    send, recv = np.empty(count, dtype), np.zeros(count, dtype)
+    return send, recv, ([comm.register(send), comm.register(recv)] if register == 1 and count > 0 else [])
 
 
 def _sweep(comm, coll: Collective, opts: Options, out,
@@ -203,6 +218,7 @@ def run(opts: Options, me: rendezvous.Identity) -> int:
                 meta = {"collective": coll.name, "nranks": comm.size,
                         "accl_version": accl.__version__, "mode": reason,
                         "iters": opts.iters, "warmup_iters": opts.warmup_iters,
+                        "local_register": opts.local_register,
                         "average": opts.average, "cpus": cpus,
                         "peers": {n: {k: v for k, v in r.items() if k != "rows"}
                                   for n, r in (peer_results or {}).items()}}

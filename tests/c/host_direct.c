@@ -1,0 +1,226 @@
+/* Direct collectives in host mode, on buffers in windows registered with
+ * NCCL_WIN_COLL_SYMMETRIC (coll/host_direct.h). `host_direct MODE N`:
+ *   threads   N ranks as threads, malloc'd buffers (one process: no mapping)
+ *   procs     N processes (rank 0 forks the others), ncclMemAlloc'd buffers
+ *   private   processes; rank 1's buffers come from malloc, so no rank can map
+ *             them: the windows' collectives take the ring, results the same
+ *   mismatch  processes; rank 1 passes another count: every rank fails with
+ *             ncclInvalidUsage (the WARN names the rank)
+ *   dead      processes; rank 1 exits instead of calling the collective: the
+ *             others fail with ncclRemoteError in seconds, not at ACCL_TIMEOUT
+ * threads/procs/private run every collective, in place and out of place, at
+ * offsets inside the windows, with sum, max, prod, avg and a PreMulSum whose
+ * scalar differs by rank, checked element by element against exact integer
+ * arithmetic; then deregister the windows and run an allreduce on the same
+ * buffers again (now the ring). Prints "OK: N ranks" from rank 0. */
+#define _POSIX_C_SOURCE 200809L
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fork_ranks.h"
+
+#define MAXR 8
+#define COUNT 300007 /* per rank: 1.2 MB of floats, an odd tail after the vectors */
+#define SKEW 16      /* elements: the buffers start this far inside the windows */
+
+static ncclUniqueId id;
+static int nranks;
+static const char* mode;
+
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      printf("FAILED rank %d: ", rank);                   \
+      printf(__VA_ARGS__);                                \
+      printf(" (%s)\n", ncclGetLastError(NULL));          \
+      fflush(stdout);                                     \
+      exit(1);                                            \
+    }                                                     \
+  } while (0)
+
+/* Rank r's input at element i: small integers, so that every result is exact. */
+static float in(int r, size_t i) { return (float)(r + 1 + (int)(i % 13)); }
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void fill(float* p, int rank, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = in(rank, i);
+}
+
+static void expectSum(int rank, const float* got, size_t n, size_t base, const char* what) {
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (int r = 0; r < nranks; ++r) want += in(r, base + i);
+    CHECK(got[i] == want, "%s: element %zu is %g, want %g", what, i, got[i], want);
+  }
+}
+
+static void collectives(int rank, ncclComm_t comm, float* sendWin, float* recvWin) {
+  const size_t n = COUNT;
+  float* send = sendWin + SKEW;
+  float* recv = recvWin + SKEW;
+  const size_t total = (size_t)nranks * n;
+
+  /* AllReduce, out of place and in place. */
+  fill(send, rank, n);
+  CHECK(ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "allreduce");
+  expectSum(rank, recv, n, 0, "allreduce");
+  fill(recv, rank, n);
+  CHECK(ncclAllReduce(recv, recv, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "allreduce in place");
+  expectSum(rank, recv, n, 0, "allreduce in place");
+
+  /* Max and avg on int32; prod on int32 (values 1..3). */
+  int* si = (int*)send;
+  int* ri = (int*)recv;
+  for (size_t i = 0; i < n; ++i) si[i] = (int)((rank * 7 + i) % 11);
+  CHECK(ncclAllReduce(si, ri, n, ncclInt32, ncclMax, comm, NULL) == ncclSuccess, "max");
+  for (size_t i = 0; i < n; ++i) {
+    int want = 0;
+    for (int r = 0; r < nranks; ++r) want = (int)((r * 7 + i) % 11) > want ? (int)((r * 7 + i) % 11) : want;
+    CHECK(ri[i] == want, "max: element %zu is %d, want %d", i, ri[i], want);
+  }
+  for (size_t i = 0; i < n; ++i) si[i] = (int)(rank * 4 + (int)(i % 5)) * nranks;
+  CHECK(ncclAllReduce(si, ri, n, ncclInt32, ncclAvg, comm, NULL) == ncclSuccess, "avg");
+  for (size_t i = 0; i < n; ++i) {
+    long s = 0;
+    for (int r = 0; r < nranks; ++r) s += (long)(r * 4 + (int)(i % 5)) * nranks;
+    CHECK(ri[i] == (int)(s / nranks), "avg: element %zu is %d, want %ld", i, ri[i], s / nranks);
+  }
+  for (size_t i = 0; i < n; ++i) si[i] = 1 + (int)((rank + i) % 3);
+  CHECK(ncclReduce(si, ri, n, ncclInt32, ncclProd, nranks - 1, comm, NULL) == ncclSuccess, "reduce prod");
+  if (rank == nranks - 1)
+    for (size_t i = 0; i < n; ++i) {
+      int want = 1;
+      for (int r = 0; r < nranks; ++r) want *= 1 + (int)((r + i) % 3);
+      CHECK(ri[i] == want, "reduce prod: element %zu is %d, want %d", i, ri[i], want);
+    }
+
+  /* PreMulSum: each rank scales its own input by rank + 1. */
+  ncclRedOp_t pre;
+  float scalar = (float)(rank + 1);
+  CHECK(ncclRedOpCreatePreMulSum(&pre, &scalar, ncclFloat, ncclScalarHostImmediate, comm) == ncclSuccess, "premulsum");
+  fill(send, rank, n);
+  CHECK(ncclAllReduce(send, recv, n, ncclFloat, pre, comm, NULL) == ncclSuccess, "allreduce premulsum");
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (int r = 0; r < nranks; ++r) want += (float)(r + 1) * in(r, i);
+    CHECK(recv[i] == want, "premulsum: element %zu is %g, want %g", i, recv[i], want);
+  }
+  CHECK(ncclRedOpDestroy(pre, comm) == ncclSuccess, "premulsum destroy");
+
+  /* Broadcast from rank 1 % n, out of place then in place. */
+  const int root = 1 % nranks;
+  fill(send, rank, n);
+  CHECK(ncclBroadcast(send, recv, n, ncclFloat, root, comm, NULL) == ncclSuccess, "broadcast");
+  for (size_t i = 0; i < n; ++i) CHECK(recv[i] == in(root, i), "broadcast: element %zu", i);
+  fill(recv, rank, n);
+  CHECK(ncclBroadcast(recv, recv, n, ncclFloat, root, comm, NULL) == ncclSuccess, "broadcast in place");
+  for (size_t i = 0; i < n; ++i) CHECK(recv[i] == in(root, i), "broadcast in place: element %zu", i);
+
+  /* Reduce (sum) to rank 0, in place. */
+  fill(recv, rank, n);
+  CHECK(ncclReduce(recv, recv, n, ncclFloat, ncclSum, 0, comm, NULL) == ncclSuccess, "reduce");
+  if (rank == 0) expectSum(rank, recv, n, 0, "reduce in place");
+
+  /* AllGather, out of place and in place (rank r's block of the output). */
+  fill(send, rank, n);
+  CHECK(ncclAllGather(send, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "allgather");
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < n; ++i) CHECK(recv[r * n + i] == in(r, i), "allgather: block %d element %zu", r, i);
+  memset(recv, 0, total * sizeof(float));
+  fill(recv + rank * n, rank, n);
+  CHECK(ncclAllGather(recv + rank * n, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "allgather in place");
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < n; ++i) CHECK(recv[r * n + i] == in(r, i), "allgather in place: block %d %zu", r, i);
+
+  /* ReduceScatter, out of place and in place. */
+  fill(send, rank, total);
+  CHECK(ncclReduceScatter(send, recv, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "reducescatter");
+  expectSum(rank, recv, n, rank * n, "reducescatter");
+  fill(recv, rank, total);
+  CHECK(ncclReduceScatter(recv, recv + rank * n, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess,
+        "reducescatter in place");
+  expectSum(rank, recv + rank * n, n, rank * n, "reducescatter in place");
+}
+
+static void* runRank(void* arg) {
+  int rank = (int)(long)arg;
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
+  const int procs = strcmp(mode, "threads") != 0;
+  const int privateMem = strcmp(mode, "private") == 0 && rank == 1;
+  const size_t bytes = ((size_t)nranks * COUNT + SKEW) * sizeof(float);
+  float *sendWin, *recvWin;
+  if (procs && !privateMem) {
+    CHECK(ncclMemAlloc((void**)&sendWin, bytes) == ncclSuccess, "ncclMemAlloc");
+    CHECK(ncclMemAlloc((void**)&recvWin, bytes) == ncclSuccess, "ncclMemAlloc");
+  } else {
+    sendWin = malloc(bytes);
+    recvWin = malloc(bytes);
+  }
+  ncclWindow_t ws, wr;
+  CHECK(ncclCommWindowRegister(comm, sendWin, bytes, &ws, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
+  CHECK(ncclCommWindowRegister(comm, recvWin, bytes, &wr, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
+
+  if (strcmp(mode, "mismatch") == 0) {
+    fill(sendWin, rank, COUNT);
+    ncclResult_t r = ncclAllReduce(sendWin, recvWin, COUNT + (rank == 1), ncclFloat, ncclSum, comm, NULL);
+    CHECK(r == ncclInvalidUsage, "a count that differs on rank 1 gave %d, not ncclInvalidUsage", r);
+    ncclCommAbort(comm);
+    return NULL;
+  }
+  if (strcmp(mode, "dead") == 0) {
+    if (rank == 1) _exit(0);  /* before the collective: the others wait for it */
+    fill(sendWin, rank, COUNT);
+    double t0 = now();
+    ncclResult_t r = ncclAllReduce(sendWin, recvWin, COUNT, ncclFloat, ncclSum, comm, NULL);
+    double waited = now() - t0;
+    CHECK(r == ncclRemoteError, "waiting for a dead rank gave %d, not ncclRemoteError", r);
+    CHECK(waited < 20, "the dead rank was seen after %.1f s", waited);
+    if (rank == 0) printf("OK: dead rank seen after %.2f s\n", waited);
+    ncclCommAbort(comm);
+    return NULL;
+  }
+
+  collectives(rank, comm, sendWin, recvWin);
+  CHECK(ncclCommWindowDeregister(comm, ws) == ncclSuccess, "deregister");
+  CHECK(ncclCommWindowDeregister(comm, wr) == ncclSuccess, "deregister");
+  fill(sendWin + SKEW, rank, COUNT);  /* the same buffers, now outside any window: the ring */
+  CHECK(ncclAllReduce(sendWin + SKEW, recvWin + SKEW, COUNT, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "ring");
+  expectSum(rank, recvWin + SKEW, COUNT, 0, "allreduce after deregistration");
+  CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+  if (procs && !privateMem) {
+    CHECK(ncclMemFree(sendWin) == ncclSuccess && ncclMemFree(recvWin) == ncclSuccess, "ncclMemFree");
+  } else {
+    free(sendWin);
+    free(recvWin);
+  }
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  int rank = 0;
+  CHECK(argc == 3 && atoi(argv[2]) >= 2 && atoi(argv[2]) <= MAXR, "usage: host_direct MODE N (2 <= N <= %d)", MAXR);
+  mode = argv[1];
+  nranks = atoi(argv[2]);
+  if (strcmp(mode, "threads") == 0) {
+    CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    pthread_t t[MAXR];
+    for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
+    for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
+  } else {
+    CHECK(forkRanks(nranks, &id, runRank, NULL) == 0, "a rank failed");
+  }
+  printf("OK: %d ranks\n", nranks);
+  return 0;
+}
