@@ -27,16 +27,18 @@ constexpr size_t kChunkBytes = 32 << 10;
 struct alignas(128) Slot {
   std::atomic<uint64_t> published;  // the call whose buffers are below
   std::atomic<uint64_t> finished;   // the last call whose part this rank moved
-  std::atomic<int32_t> failed;      // a direct call of this rank failed: the others leave theirs
-  int32_t kind, root, sendWin, recvWin, pad;
+  std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
+  int32_t kind, root, type, op, sendWin, recvWin;
   uint64_t bytes, sendOff, recvOff;  // bytes: the call's count in bytes; offsets in the windows
   Scalar scalar;                     // this rank's PreMulSum scalar, for its own input
 };
 static_assert(sizeof(Slot) == 128, "one slot per 128 bytes");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots are shared between processes");
 
-bool possible(const ncclComm* comm) {
-  if (comm->nranks < 2 || paramInt(Param::Direct) == 0) return false;
+// Every rank on one host: what all ranks know alike. ACCL_DIRECT is each
+// process's own, so it only decides what this rank reports (hostDirectAttach).
+bool oneHost(const ncclComm* comm) {
+  if (comm->nranks < 2) return false;
   for (const PeerInfo& p : comm->peers)
     if (p.hostHash != comm->peers[comm->rank].hostHash) return false;
   return true;
@@ -44,6 +46,18 @@ bool possible(const ncclComm* comm) {
 
 size_t segmentBytes(int n) { return static_cast<size_t>(n) * sizeof(Slot); }
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagHostDirect); }
+
+const char* opName(OpKind k) {
+  switch (k) {
+    case OpKind::Sum: return "sum";
+    case OpKind::Prod: return "prod";
+    case OpKind::Max: return "max";
+    case OpKind::Min: return "min";
+    case OpKind::PreMulSum: return "PreMulSum";
+    case OpKind::SumPostDiv: return "avg";
+  }
+  return "?";
+}
 
 // Whether the other ranks' part of the call reads rank k's input (writes its output).
 bool sharesSend(CollKind c, int k, int root) {
@@ -68,8 +82,7 @@ class HostDirect {
   }
 
   Slot* slots;
-  uint64_t calls = 0;   // direct calls this rank made
-  bool broken = false;  // one failed: the ranks' slots no longer agree
+  uint64_t calls = 0;  // direct calls this rank made
 
  private:
   size_t bytes_;
@@ -87,7 +100,7 @@ HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
 }
 
 void hostDirectPrepare(ncclComm* comm, HostDirectPtr* state) {
-  if (*state || comm->rank != 0 || !possible(comm)) return;
+  if (*state || comm->rank != 0 || !oneHost(comm) || paramInt(Param::Direct) == 0) return;
   void* map = nullptr;
   const size_t bytes = segmentBytes(comm->nranks);
   if (shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) != ncclSuccess) return;  // WARNed: the ring
@@ -97,7 +110,7 @@ void hostDirectPrepare(ncclComm* comm, HostDirectPtr* state) {
 
 ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_vidmem* win,
                               const std::vector<HostDirectExport>& all) {
-  if (!possible(comm)) return ncclSuccess;
+  if (!oneHost(comm)) return ncclSuccess;
   const int n = comm->nranks, me = comm->rank;
   int32_t unreached = -1;  // the rank whose part this rank cannot reach (this one: no slots)
   if (!*state && me != 0) {  // rank 0 made the segment before the registration's allgather
@@ -105,7 +118,7 @@ ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_v
     const size_t bytes = segmentBytes(n);
     if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess) state->reset(new HostDirect(map, bytes));
   }
-  if (!*state) unreached = me;
+  if (!*state || paramInt(Param::Direct) == 0) unreached = me;
   std::vector<char*> bases(n, nullptr);
   const int32_t pid = static_cast<int32_t>(getpid());
   for (int q = 0; q < n && unreached < 0; ++q) {
@@ -132,7 +145,10 @@ ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_v
   while (who < n && unreachedBy[who] < 0) ++who;
   if (r != ncclSuccess || who < n) {
     hostDirectDetach(win);
-    if (r == ncclSuccess)
+    if (r == ncclSuccess && unreachedBy[who] == who)
+      INFO(kInit, "%s rank %d: window #%d: collectives on it take the ring: rank %d runs no direct collectives "
+           "(ACCL_DIRECT=0 there, or no shared slots)", comm->name.c_str(), me, win->index, who);
+    else if (r == ncclSuccess)
       INFO(kInit, "%s rank %d: window #%d: collectives on it take the ring: rank %d cannot reach rank %d's part "
            "(windows of other processes must be ncclMemAlloc memory)", comm->name.c_str(), me, win->index, who,
            unreachedBy[who]);
@@ -143,6 +159,10 @@ ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_v
   INFO(kInit, "%s rank %d: window #%d: direct collectives (%d ranks on this host)", comm->name.c_str(), me,
        win->index, n);
   return ncclSuccess;
+}
+
+void hostDirectStop(ncclComm* comm) {
+  if (HostDirect* d = rmaHostDirect(comm)) d->slots[comm->rank].failed.store(1);
 }
 
 void hostDirectDetach(ncclWindow_vidmem* win) {
@@ -178,7 +198,8 @@ ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* 
       if (!b.checkNow() || ready(d.slots[k])) continue;  // a rank that got here decides for itself
       if (d.slots[k].failed.load(std::memory_order_relaxed)) {
         comm->failedRank.store(k);
-        WARN("%s (%s, rank %d): rank %d failed in this direct collective", op, comm->name.c_str(), comm->rank, k);
+        WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed or was "
+             "aborted)", op, comm->name.c_str(), comm->rank, k);
         return ncclRemoteError;
       }
       if (deadline.aborted()) {
@@ -294,20 +315,21 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   if (sharesRecv(a.kind, me, a.root) && !rmaFindSymmetric(comm, a.recvbuff, recvBytes, &recvWin, &recvOff))
     return ncclSuccess;
   *ran = true;
-  if (d->broken) {
-    WARN("%s (%s, rank %d): an earlier direct collective of this communicator failed", a.opName, comm->name.c_str(),
-         me);
+  Slot& mine = d->slots[me];
+  if (mine.failed.load()) {
+    WARN("%s (%s, rank %d): an earlier direct collective of this communicator failed, or it was aborted", a.opName,
+         comm->name.c_str(), me);
     return ncclInvalidUsage;
   }
-  Slot& mine = d->slots[me];
   const uint64_t call = ++d->calls;
   auto fail = [&](ncclResult_t r) {
-    d->broken = true;
-    mine.failed.store(1);
+    mine.failed.store(1);  // the others leave; the slots no longer agree, so later direct calls fail too
     return r;
   };
   mine.kind = static_cast<int32_t>(a.kind);
   mine.root = a.root;
+  mine.type = static_cast<int32_t>(a.type);
+  mine.op = static_cast<int32_t>(red.kind);
   mine.bytes = a.count * esize;
   mine.sendWin = sendWin;
   mine.recvWin = recvWin;
@@ -319,15 +341,29 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
                            [call](const Slot& s) { return s.published.load(std::memory_order_acquire) >= call; });
   if (r != ncclSuccess) return fail(r);
 
+  // Every rank sees the same slots, so a differing call is ncclInvalidUsage
+  // on every rank; checked before the failures, which come and go by rank.
+  for (int k = 0; k < n; ++k) {
+    const Slot& s = d->slots[k];
+    if (s.kind != mine.kind || s.bytes != mine.bytes || s.root != mine.root || s.type != mine.type ||
+        s.op != mine.op) {
+      WARN("%s (%s, rank %d): rank %d runs %s of %llu bytes of %s, %s, root %d, where this rank runs %s of %llu "
+           "bytes of %s, %s, root %d: every rank must make the same collective calls in the same order", a.opName,
+           comm->name.c_str(), me, k, collName(static_cast<CollKind>(s.kind)),
+           static_cast<unsigned long long>(s.bytes), typeName(static_cast<ncclDataType_t>(s.type)),
+           opName(static_cast<OpKind>(s.op)), s.root, collName(a.kind), static_cast<unsigned long long>(mine.bytes),
+           typeName(a.type), opName(red.kind), a.root);
+      return fail(ncclInvalidUsage);
+    }
+  }
   Call c{&a, &red, n, me, esize, std::vector<const char*>(n), std::vector<char*>(n), std::vector<Scalar>(n)};
   for (int k = 0; k < n; ++k) {
     const Slot& s = d->slots[k];
-    if (s.kind != mine.kind || s.bytes != mine.bytes || s.root != mine.root) {
-      WARN("%s (%s, rank %d): rank %d runs %s of %llu bytes (root %d) where this rank runs %s of %llu bytes "
-           "(root %d): every rank must make the same collective calls in the same order", a.opName,
-           comm->name.c_str(), me, k, collName(static_cast<CollKind>(s.kind)), static_cast<unsigned long long>(s.bytes),
-           s.root, collName(a.kind), static_cast<unsigned long long>(mine.bytes), a.root);
-      return fail(ncclInvalidUsage);
+    if (s.failed.load()) {  // it published, then failed or was stopped: its buffers may be in use again
+      comm->failedRank.store(k);
+      WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed or was "
+           "aborted)", a.opName, comm->name.c_str(), me, k);
+      return fail(ncclRemoteError);
     }
     c.scalars[k] = s.scalar;
     if (k == me) {

@@ -56,6 +56,10 @@ ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_v
 // Unmaps what hostDirectAttach mapped (deregistration, communicator teardown).
 void hostDirectDetach(ncclWindow_vidmem* win);
 
+// The communicator failed or is aborted: the other ranks leave their direct
+// calls (and this rank's later ones fail at once). Any thread.
+void hostDirectStop(ncclComm* comm);
+
 // Runs `a` as a direct collective when its buffers allow it (*ran true), or
 // leaves it to the ring (*ran false).
 ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran);

@@ -430,7 +430,7 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
   mine.size = size;
   mine.kind = kind;
   mine.flags = flags;
-  if (flags & NCCL_WIN_COLL_SYMMETRIC) {
+  if ((flags & NCCL_WIN_COLL_SYMMETRIC) && kind != kDevice) {
     if (kind == kHost) mine.host = hostDirectExport(buff, size);
     hostDirectPrepare(comm, &rma.hostDirect);  // rank 0: the slots, before any rank looks for them
   }

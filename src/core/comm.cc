@@ -13,6 +13,7 @@
 #include <set>
 
 #include "accl.h"
+#include "coll/host_direct.h"
 #include "core/check.h"
 #include "core/mode.h"
 
@@ -93,6 +94,7 @@ void commSetError(ncclComm* comm, ncclResult_t err) {
   int failed = comm->failedRank.load();
   forEachConnection(comm, [failed](Connection* c) { c->abort(failed); });
   devStopKernels(comm);
+  hostDirectStop(comm);
 }
 
 ncclResult_t commDrain(ncclComm* comm) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "bootstrap/socket.h"
+#include "coll/host_direct.h"
 #include "core/check.h"
 #include "core/wait.h"
 
@@ -88,6 +89,7 @@ void commStopOperations(ncclComm* comm) {
   int cause = comm->failedRank.load() >= 0 ? comm->failedRank.load() : comm->rank;
   forEachConnection(comm, [cause](Connection* c) { c->abort(cause); });
   devStopKernels(comm);
+  hostDirectStop(comm);
 }
 
 }  // namespace accl

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -38,8 +39,17 @@ ncclResult_t hostShareAlloc(void** ptr, size_t size) {
   const size_t bytes = (size + pageSize() - 1) / pageSize() * pageSize();
   int fd = memfd_create("accl-ncclMemAlloc", MFD_CLOEXEC);
   if (fd < 0) {
-    WARN("ncclMemAlloc: memfd_create failed: %s", strerror(errno));
-    return ncclSystemError;
+    // Out of file descriptors (each allocation keeps one), or no memfd:
+    // private memory, which windows of other processes cannot reach (their
+    // collectives take the ring).
+    INFO(kInit, "ncclMemAlloc: memfd_create failed (%s): %zu bytes of private memory instead", strerror(errno), size);
+    if (posix_memalign(ptr, pageSize(), bytes) != 0) {
+      *ptr = nullptr;
+      WARN("ncclMemAlloc: cannot allocate %zu bytes of host memory", size);
+      return ncclSystemError;
+    }
+    memset(*ptr, 0, bytes);
+    return ncclSuccess;
   }
   // posix_fallocate: the pages exist now, so running out of memory is this
   // error and not a SIGBUS at first touch.

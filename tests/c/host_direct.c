@@ -6,6 +6,10 @@
  *             them: the windows' collectives take the ring, results the same
  *   mismatch  processes; rank 1 passes another count: every rank fails with
  *             ncclInvalidUsage (the WARN names the rank)
+ *   dtype     the same with another datatype of the same size (int32 for float)
+ *   nodirect  procs, but rank 1 runs with ACCL_DIRECT=0: every rank takes the ring
+ *   abort     processes; rank 1 aborts its communicator and stays alive: the
+ *             others' collective fails with ncclRemoteError in seconds
  *   dead      processes; rank 1 exits instead of calling the collective: the
  *             others fail with ncclRemoteError in seconds, not at ACCL_TIMEOUT
  * threads/procs/private run every collective, in place and out of place, at
@@ -172,22 +176,29 @@ static void* runRank(void* arg) {
   CHECK(ncclCommWindowRegister(comm, sendWin, bytes, &ws, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
   CHECK(ncclCommWindowRegister(comm, recvWin, bytes, &wr, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
 
-  if (strcmp(mode, "mismatch") == 0) {
+  if (strcmp(mode, "mismatch") == 0 || strcmp(mode, "dtype") == 0) {
     fill(sendWin, rank, COUNT);
-    ncclResult_t r = ncclAllReduce(sendWin, recvWin, COUNT + (rank == 1), ncclFloat, ncclSum, comm, NULL);
-    CHECK(r == ncclInvalidUsage, "a count that differs on rank 1 gave %d, not ncclInvalidUsage", r);
+    const int odd = rank == 1 && mode[0] == 'm';
+    const ncclDataType_t type = rank == 1 && mode[0] == 'd' ? ncclInt32 : ncclFloat;
+    ncclResult_t r = ncclAllReduce(sendWin, recvWin, COUNT + odd, type, ncclSum, comm, NULL);
+    CHECK(r == ncclInvalidUsage, "a call that differs on rank 1 gave %d, not ncclInvalidUsage", r);
     ncclCommAbort(comm);
     return NULL;
   }
-  if (strcmp(mode, "dead") == 0) {
-    if (rank == 1) _exit(0);  /* before the collective: the others wait for it */
+  if (strcmp(mode, "dead") == 0 || strcmp(mode, "abort") == 0) {
+    if (rank == 1 && mode[0] == 'd') _exit(0);  /* before the collective: the others wait for it */
+    if (rank == 1) {  /* stops its slot, and stays alive past the others' wait */
+      ncclCommAbort(comm);
+      sleep(8);
+      return NULL;
+    }
     fill(sendWin, rank, COUNT);
     double t0 = now();
     ncclResult_t r = ncclAllReduce(sendWin, recvWin, COUNT, ncclFloat, ncclSum, comm, NULL);
     double waited = now() - t0;
     CHECK(r == ncclRemoteError, "waiting for a dead rank gave %d, not ncclRemoteError", r);
     CHECK(waited < 20, "the dead rank was seen after %.1f s", waited);
-    if (rank == 0) printf("OK: dead rank seen after %.2f s\n", waited);
+    if (rank == 0) printf("OK: %s rank seen after %.2f s\n", mode, waited);
     ncclCommAbort(comm);
     return NULL;
   }
@@ -208,6 +219,10 @@ static void* runRank(void* arg) {
   return NULL;
 }
 
+static void noDirectOnRank1(int r) {
+  if (r == 1) setenv("ACCL_DIRECT", "0", 1); /* before the library reads its parameters */
+}
+
 int main(int argc, char** argv) {
   int rank = 0;
   CHECK(argc == 3 && atoi(argv[2]) >= 2 && atoi(argv[2]) <= MAXR, "usage: host_direct MODE N (2 <= N <= %d)", MAXR);
@@ -219,7 +234,8 @@ int main(int argc, char** argv) {
     for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
     for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
   } else {
-    CHECK(forkRanks(nranks, &id, runRank, NULL) == 0, "a rank failed");
+    CHECK(forkRanks(nranks, &id, runRank, strcmp(mode, "nodirect") == 0 ? noDirectOnRank1 : NULL) == 0,
+          "a rank failed");
   }
   printf("OK: %d ranks\n", nranks);
   return 0;

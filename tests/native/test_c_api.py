@@ -201,38 +201,47 @@ def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("mode,nranks", [("threads", 2), ("threads", 3), ("procs", 2), ("procs", 3), ("procs", 4),
-                                         ("private", 3)])
+                                         ("private", 3), ("nodirect", 3)])
 def test_direct_collectives_on_symmetric_host_windows(c_program, mode, nranks):
     # Every collective, in place and not, sum/max/prod/avg and a PreMulSum
     # whose scalar differs by rank, on buffers inside windows registered with
     # NCCL_WIN_COLL_SYMMETRIC (coll/host_direct.h), checked element by element;
     # then the same buffers after deregistration (the ring). "private": rank 1's
-    # memory is malloc'd, which other processes cannot map: the ring throughout.
+    # memory is malloc'd, which other processes cannot map; "nodirect": rank 1
+    # runs with ACCL_DIRECT=0. Both take the ring throughout, on every rank.
     env = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", "ACCL_TIMEOUT": "60"}
     p = run(c_program("host_direct"), mode, nranks, env=env, timeout=140)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-4000:]
     assert f"OK: {nranks} ranks" in p.stdout
     direct = len(re.findall(r"window #[01]: direct collectives", p.stderr))
-    ring = len(re.findall(r"window #[01]: collectives on it take the ring: rank \d cannot reach rank 1's part",
-                          p.stderr))
-    assert (direct, ring) == ((0, 2 * nranks) if mode == "private" else (2 * nranks, 0)), p.stderr[-4000:]
+    why = {"private": r"rank \d cannot reach rank 1's part", "nodirect": r"rank 1 runs no direct collectives"}
+    ring = len(re.findall(r"window #[01]: collectives on it take the ring: " + why.get(mode, "-"), p.stderr))
+    assert (direct, ring) == ((0, 2 * nranks) if mode in why else (2 * nranks, 0)), p.stderr[-4000:]
 
 
 @pytest.mark.timeout(120)
-def test_direct_collective_count_mismatch_fails_every_rank(c_program):
-    p = run(c_program("host_direct"), "mismatch", 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
+@pytest.mark.parametrize("mode", ["mismatch", "dtype"])
+def test_direct_collective_mismatch_fails_every_rank(c_program, mode):
+    # Rank 1 passes another count ("mismatch") or another datatype of the same
+    # size ("dtype"): ncclInvalidUsage on every rank, each WARN naming a rank.
+    p = run(c_program("host_direct"), mode, 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
             timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert "OK: 3 ranks" in p.stdout
-    assert len(re.findall(r"rank \d runs AllReduce of \d+ bytes .* where this rank runs AllReduce", p.stderr)) == 3
+    assert len(re.findall(r"rank \d runs AllReduce of \d+ bytes of \w+, sum, root 0, where this rank runs AllReduce",
+                          p.stderr)) == 3, p.stderr[-3000:]
 
 
 @pytest.mark.timeout(120)
-def test_direct_collective_sees_a_dead_rank_at_once(c_program):
-    # Rank 1 exits instead of calling the allreduce: ranks 0 and 2 fail with
+@pytest.mark.parametrize("mode,message", [("dead", "rank 1's process has died"),
+                                          ("abort", "rank 1 stopped (its direct collective failed, or its "
+                                                    "communicator failed or was aborted)")])
+def test_direct_collective_sees_a_dead_or_aborted_rank_at_once(c_program, mode, message):
+    # Rank 1 exits ("dead"), or aborts its communicator and stays alive
+    # ("abort"), instead of calling the allreduce: ranks 0 and 2 fail with
     # ncclRemoteError naming it within seconds, not at ACCL_TIMEOUT (60 s).
-    p = run(c_program("host_direct"), "dead", 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN",
-                                                       "ACCL_TIMEOUT": "60"}, timeout=100)
+    p = run(c_program("host_direct"), mode, 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN",
+                                                     "ACCL_TIMEOUT": "60"}, timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
-    assert "OK: dead rank seen after" in p.stdout
-    assert p.stderr.count("rank 1's process has died") == 2, p.stderr[-4000:]
+    assert f"OK: {mode} rank seen after" in p.stdout
+    assert p.stderr.count(message) == 2, p.stderr[-4000:]
