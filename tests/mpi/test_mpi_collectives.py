@@ -405,6 +405,119 @@ def test_sendrecv(comm, world, dt, shift):
     agree(world, errors, f"sendrecv {dt.name}")
 
 
+# ----------------------------------------------------------------------------- symmetric windows
+# The same collectives on buffers inside ncclMemAlloc memory registered as
+# NCCL_WIN_COLL_SYMMETRIC windows: on one host the ranks run the direct
+# collectives (each rank's part straight from every input into every output,
+# design.md), checked against MPI as above. Over the shm transport only (with
+# a "host" per rank the windows' collectives take the ring, covered above).
+
+SKEW = 64  # bytes: the buffers start inside the windows, not at their base
+
+
+@pytest.fixture(scope="session")
+def windows(comm, world, transport):
+    if transport != "shm":
+        pytest.skip("direct collectives need every rank on one host")
+    nbytes = world.Get_size() * COUNT * 8 + SKEW
+    send, recv = accl.mem_alloc(nbytes), accl.mem_alloc(nbytes)
+    regs, err = attempt(lambda: [comm.register_window(send), comm.register_window(recv)])
+    agree(world, [err] if err else [], "register_window")
+    yield send, recv
+    world.Barrier()
+    for w in regs:
+        w.deregister()
+
+
+def copied(y):
+    """y's values, apart from the window that the next call overwrites (None stays None)."""
+    return None if y is None else y.copy()
+
+
+def in_window(arena: np.ndarray, dt: np.dtype, x: np.ndarray | int) -> np.ndarray:
+    """A view of `arena` at SKEW holding a copy of x (or x zeros)."""
+    size = x if isinstance(x, int) else x.size
+    view = arena[SKEW:SKEW + size * dt.itemsize].view(dt)
+    view[...] = 0 if isinstance(x, int) else x
+    return view
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dt", DTYPES, ids=DT_IDS)
+def test_allreduce_in_windows(comm, world, windows, dt, op):
+    n, r = world.Get_size(), world.Get_rank()
+    x = make_input(dt, op, r, n, COUNT, "allreduce-win")
+    o, h = accl_op(comm, op, dt)
+    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, COUNT)
+    got, err = attempt(lambda: comm.allreduce(send, recv, op=o).copy())
+    inplace = in_window(windows[1], dt, x)
+    got_ip, err_ip = attempt(lambda: comm.allreduce(inplace, inplace, op=o).copy())
+    if h is not None:
+        h.destroy()
+    want, tol = finish_tol(*Ref(world, dt, op).allreduce(x), dt, world_absmax(world, x), n)
+    errors = [e for e in (err, err_ip) if e]
+    if not err:
+        check_reduced(got, want, tol, dt, f"allreduce in windows {dt.name} {op}", errors)
+    if not err_ip:
+        check_reduced(got_ip, want, tol, dt, f"allreduce in place in windows {dt.name} {op}", errors)
+    agree(world, errors, f"allreduce in windows {dt.name} {op}")
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dt", DTYPES, ids=DT_IDS)
+def test_reduce_and_reduce_scatter_in_windows(comm, world, windows, dt, op):
+    n, r = world.Get_size(), world.Get_rank()
+    o, h = accl_op(comm, op, dt)
+    ref = Ref(world, dt, op)
+    errors = []
+    for root in range(n):  # in place: the root's output is its input
+        x = make_input(dt, op, r, n, COUNT, f"reduce-win{root}")
+        buf = in_window(windows[1], dt, x)
+        got, err = attempt(lambda: copied(comm.reduce(buf, buf, op=o, root=root)))
+        want, tol = finish_tol(*ref.reduce(x, root), dt, world_absmax(world, x), n)
+        if err:
+            errors.append(f"reduce in windows root {root}: {err}")
+        elif r == root:
+            check_reduced(got, want, tol, dt, f"reduce in windows {dt.name} {op} root {root}", errors)
+    x = make_input(dt, op, r, n, n * COUNT, "reduce_scatter-win")
+    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, COUNT)
+    got, err = attempt(lambda: comm.reduce_scatter(send, recv, op=o).copy())
+    if h is not None:
+        h.destroy()
+    want, tol = finish_tol(*ref.reduce_scatter(x), dt, world_absmax(world, x), n)
+    if err:
+        errors.append(f"reduce_scatter in windows: {err}")
+    else:
+        check_reduced(got, want, tol, dt, f"reduce_scatter in windows {dt.name} {op}", errors)
+    agree(world, errors, f"reduce and reduce_scatter in windows {dt.name} {op}")
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=DT_IDS)
+def test_broadcast_and_allgather_in_windows(comm, world, windows, dt):
+    n, r = world.Get_size(), world.Get_rank()
+    errors = []
+    for root in range(n):
+        x = any_input(dt, r, COUNT, f"bcast-win{root}")
+        send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, COUNT)
+        got, err = attempt(lambda: comm.broadcast(send, recv, root=root).copy())
+        want = x.copy()
+        world.Bcast([raw(want), MPI.BYTE], root=root)
+        if err:
+            errors.append(f"broadcast in windows root {root}: {err}")
+        else:
+            compare(got, want, f"broadcast in windows {dt.name} root {root}", errors)
+    x = any_input(dt, r, COUNT, "allgather-win")
+    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, n * COUNT)
+    got, err = attempt(lambda: comm.allgather(send, recv).copy().reshape(n, COUNT))
+    want = np.empty((n, COUNT), dtype=dt)
+    world.Allgather([raw(x), MPI.BYTE], [raw(want), MPI.BYTE])
+    if err:
+        errors.append(f"allgather in windows: {err}")
+    else:
+        compare(got, want, f"allgather in windows {dt.name}", errors)
+    agree(world, errors, f"broadcast and allgather in windows {dt.name}")
+
+
 # ----------------------------------------------------------------------------- transport, split
 
 def test_transport(comm, world, transport, log_dir):
