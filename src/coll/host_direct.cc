@@ -27,6 +27,7 @@ constexpr size_t kChunkBytes = 32 << 10;
 struct alignas(128) Slot {
   std::atomic<uint64_t> published;  // the call whose buffers are below
   std::atomic<uint64_t> finished;   // the last call whose part this rank moved
+  std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
   std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
   int32_t kind, root, type, op, sendWin, recvWin;
   uint64_t bytes, sendOff, recvOff;  // bytes: the call's count in bytes; offsets in the windows
@@ -74,9 +75,12 @@ bool sharesRecv(CollKind c, int k, int root) {
 class HostDirect {
  public:
   // `owner`: the segment's name, which this rank made and unlinks at the latest here.
-  HostDirect(void* map, size_t bytes, std::string owner = {})
-      : slots(static_cast<Slot*>(map)), bytes_(bytes), owner_(std::move(owner)) {}
+  HostDirect(ncclComm* comm, void* map, size_t bytes, std::string owner = {})
+      : slots(static_cast<Slot*>(map)), comm_(comm), bytes_(bytes), owner_(std::move(owner)) {
+    comm_->directStopWord.store(&slots[comm->rank].failed);
+  }
   ~HostDirect() {
+    comm_->directStopWord.store(nullptr);
     munmap(slots, bytes_);
     if (!owner_.empty()) shm_unlink(owner_.c_str());
   }
@@ -85,6 +89,7 @@ class HostDirect {
   uint64_t calls = 0;  // direct calls this rank made
 
  private:
+  ncclComm* comm_;
   size_t bytes_;
   std::string owner_;
 };
@@ -105,7 +110,7 @@ void hostDirectPrepare(ncclComm* comm, HostDirectPtr* state) {
   const size_t bytes = segmentBytes(comm->nranks);
   if (shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) != ncclSuccess) return;  // WARNed: the ring
   memset(map, 0, bytes);
-  state->reset(new HostDirect(map, bytes, segmentName(comm)));
+  state->reset(new HostDirect(comm, map, bytes, segmentName(comm)));
 }
 
 ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_vidmem* win,
@@ -116,7 +121,7 @@ ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_v
   if (!*state && me != 0) {  // rank 0 made the segment before the registration's allgather
     void* map = nullptr;
     const size_t bytes = segmentBytes(n);
-    if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess) state->reset(new HostDirect(map, bytes));
+    if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess) state->reset(new HostDirect(comm, map, bytes));
   }
   if (!*state || paramInt(Param::Direct) == 0) unreached = me;
   std::vector<char*> bases(n, nullptr);
@@ -162,7 +167,7 @@ ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_v
 }
 
 void hostDirectStop(ncclComm* comm) {
-  if (HostDirect* d = rmaHostDirect(comm)) d->slots[comm->rank].failed.store(1);
+  if (std::atomic<int32_t>* word = comm->directStopWord.load()) word->store(1);
 }
 
 void hostDirectDetach(ncclWindow_vidmem* win) {
@@ -188,15 +193,18 @@ struct Call {
 
 // Until ready(slot k) for every rank k; a failed rank, abort, ACCL_TIMEOUT and
 // a dead peer process end the wait with an error that names the rank.
+// stopped: leave when a rank's slot says it stopped (not when waiting for
+// the ranks to leave a failed call: a stopped rank may still be moving).
 template <typename Ready>
-ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* stage, Ready ready) {
+ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* stage, Ready ready,
+                     bool stopped = true) {
   Deadline deadline(&comm->abortFlag);
   for (int k = 0; k < comm->nranks; ++k) {
     Backoff b;
     while (!ready(d.slots[k])) {
       b.pause();
       if (!b.checkNow() || ready(d.slots[k])) continue;  // a rank that got here decides for itself
-      if (d.slots[k].failed.load(std::memory_order_relaxed)) {
+      if (stopped && d.slots[k].failed.load(std::memory_order_relaxed)) {
         comm->failedRank.store(k);
         WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed or was "
              "aborted)", op, comm->name.c_str(), comm->rank, k);
@@ -322,8 +330,17 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     return ncclInvalidUsage;
   }
   const uint64_t call = ++d->calls;
+  // A failed call marks this rank stopped (the others leave their waits; the
+  // slots no longer agree, so later direct calls fail too), then waits until
+  // every rank left the call: a rank may still be writing into this rank's
+  // output, which the caller may reuse once this returns. A rank that has not
+  // published the call never touches a buffer of it: if it publishes later,
+  // it sees this rank stopped before it moves anything (both sides seq_cst).
   auto fail = [&](ncclResult_t r) {
-    mine.failed.store(1);  // the others leave; the slots no longer agree, so later direct calls fail too
+    mine.failed.store(1);
+    mine.left.store(call);
+    (void)waitAll(comm, *d, a.opName, "to leave",
+                  [call](const Slot& s) { return s.left.load() >= call || s.published.load() < call; }, false);
     return r;
   };
   mine.kind = static_cast<int32_t>(a.kind);
@@ -336,7 +353,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   mine.sendOff = sendOff;
   mine.recvOff = recvOff;
   mine.scalar = red.scalar;
-  mine.published.store(call, std::memory_order_release);
+  mine.published.store(call);  // seq_cst: against fail()'s check of published
   ncclResult_t r = waitAll(comm, *d, a.opName, "to start",
                            [call](const Slot& s) { return s.published.load(std::memory_order_acquire) >= call; });
   if (r != ncclSuccess) return fail(r);
@@ -385,7 +402,9 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   mine.finished.store(call, std::memory_order_release);
   r = waitAll(comm, *d, a.opName, "to finish",
               [call](const Slot& s) { return s.finished.load(std::memory_order_acquire) >= call; });
-  return r == ncclSuccess ? ncclSuccess : fail(r);
+  if (r != ncclSuccess) return fail(r);
+  mine.left.store(call, std::memory_order_release);
+  return ncclSuccess;
 }
 
 }  // namespace accl

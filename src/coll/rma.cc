@@ -572,6 +572,7 @@ void rmaStop(ncclComm* comm) {
   if (!comm->rma) return;
   Rma& rma = *comm->rma;
   rma.stop();
+  hostDirectStop(comm);  // ranks still in a direct collective leave it instead of waiting for this one
   // This rank's puts may still be copying through the mappings closed below
   // (abort; destroy finished them already).
   if (rma.dev) (void)devWait(comm);

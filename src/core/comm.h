@@ -122,6 +122,9 @@ struct ncclComm {
   accl::AlgoMask algoMask;     // NCCL_ALGO, parsed at init
   accl::DevStatePtr dev;       // device mode only
   accl::RmaPtr rma;            // windows and one-sided operations (from the first window)
+  // This rank's "stopped" word in the host direct collectives' slots
+  // (coll/host_direct.h), once they exist: abort and errors raise it from any thread.
+  std::atomic<std::atomic<int32_t>*> directStopWord{nullptr};
 };
 
 namespace accl {

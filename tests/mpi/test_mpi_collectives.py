@@ -15,6 +15,8 @@ allgathers the inputs and the reference is computed from them with NumPy.
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import zlib
 
 import ml_dtypes
@@ -71,8 +73,9 @@ def make_input(dt: np.dtype, op: str, rank: int, n: int, size: int, tag: str) ->
             lim = int(info.max) // (4 * n)
             lo, hi = (-lim if signed else 0), lim
         return g.integers(lo, hi, size=size, endpoint=True, dtype=np.int64 if signed else np.uint64).astype(dt)
-    if op in ("max", "min"):
-        return (g.standard_normal(size) * 100).astype(dt)  # any representable values
+    if op in ("max", "min"):  # any representable values; clipped, as float8_e4m3fn overflows to NaN
+        top = float(ml_dtypes.finfo(dt).max)
+        return np.clip(g.standard_normal(size) * 100, -top, top).astype(dt)
     if op == "prod":
         return g.choice(np.array([-2.0, -1.0, 1.0, 2.0]), size=size).astype(dt)  # |product| <= 16
     wide = dt in (np.dtype(np.float32), np.dtype(np.float64))
@@ -409,20 +412,38 @@ def test_sendrecv(comm, world, dt, shift):
 # The same collectives on buffers inside ncclMemAlloc memory registered as
 # NCCL_WIN_COLL_SYMMETRIC windows: on one host the ranks run the direct
 # collectives (each rank's part straight from every input into every output,
-# design.md), checked against MPI as above. Over the shm transport only (with
-# a "host" per rank the windows' collectives take the ring, covered above).
+# design.md), checked against MPI as above, out of place and in place. Over
+# the shm transport only (with a "host" per rank the windows' collectives take
+# the ring, covered above). WIN_COUNT makes a part span several of the direct
+# path's 32 KiB chunks for the wider types.
 
 SKEW = 64  # bytes: the buffers start inside the windows, not at their base
+WIN_COUNT = 20011
 
 
 @pytest.fixture(scope="session")
-def windows(comm, world, transport):
+def windows(comm, world, transport, log_dir):
     if transport != "shm":
         pytest.skip("direct collectives need every rank on one host")
-    nbytes = world.Get_size() * COUNT * 8 + SKEW
+    nbytes = world.Get_size() * WIN_COUNT * 8 + SKEW
     send, recv = accl.mem_alloc(nbytes), accl.mem_alloc(nbytes)
+    # The registration's INFO lines say whether the windows run direct.
+    log = log_dir / f"windows-rank{world.Get_rank()}.log"
+    saved = {k: os.environ.get(k) for k in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")}
+    os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", NCCL_DEBUG_FILE=str(log))
+    ctypes.CDLL(accl.library_path()).ncclResetDebugInit()
     regs, err = attempt(lambda: [comm.register_window(send), comm.register_window(recv)])
-    agree(world, [err] if err else [], "register_window")
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    ctypes.CDLL(accl.library_path()).ncclResetDebugInit()
+    errors = [err] if err else []
+    direct = log.read_text().count(": direct collectives") if log.exists() else 0
+    if not err and direct != 2:
+        errors.append(f"{log}: {direct} window(s) run direct collectives, want 2")
+    agree(world, errors, "register_window")
     yield send, recv
     world.Barrier()
     for w in regs:
@@ -434,10 +455,10 @@ def copied(y):
     return None if y is None else y.copy()
 
 
-def in_window(arena: np.ndarray, dt: np.dtype, x: np.ndarray | int) -> np.ndarray:
-    """A view of `arena` at SKEW holding a copy of x (or x zeros)."""
+def in_window(arena: np.ndarray, dt: np.dtype, x: np.ndarray | int, at: int = 0) -> np.ndarray:
+    """A view of `arena` at SKEW (plus `at` elements) holding a copy of x (or x zeros)."""
     size = x if isinstance(x, int) else x.size
-    view = arena[SKEW:SKEW + size * dt.itemsize].view(dt)
+    view = arena[SKEW + at * dt.itemsize:SKEW + (at + size) * dt.itemsize].view(dt)
     view[...] = 0 if isinstance(x, int) else x
     return view
 
@@ -446,9 +467,9 @@ def in_window(arena: np.ndarray, dt: np.dtype, x: np.ndarray | int) -> np.ndarra
 @pytest.mark.parametrize("dt", DTYPES, ids=DT_IDS)
 def test_allreduce_in_windows(comm, world, windows, dt, op):
     n, r = world.Get_size(), world.Get_rank()
-    x = make_input(dt, op, r, n, COUNT, "allreduce-win")
+    x = make_input(dt, op, r, n, WIN_COUNT, "allreduce-win")
     o, h = accl_op(comm, op, dt)
-    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, COUNT)
+    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, WIN_COUNT)
     got, err = attempt(lambda: comm.allreduce(send, recv, op=o).copy())
     inplace = in_window(windows[1], dt, x)
     got_ip, err_ip = attempt(lambda: comm.allreduce(inplace, inplace, op=o).copy())
@@ -470,25 +491,34 @@ def test_reduce_and_reduce_scatter_in_windows(comm, world, windows, dt, op):
     o, h = accl_op(comm, op, dt)
     ref = Ref(world, dt, op)
     errors = []
-    for root in range(n):  # in place: the root's output is its input
-        x = make_input(dt, op, r, n, COUNT, f"reduce-win{root}")
-        buf = in_window(windows[1], dt, x)
-        got, err = attempt(lambda: copied(comm.reduce(buf, buf, op=o, root=root)))
+    for root in range(n):
+        x = make_input(dt, op, r, n, WIN_COUNT, f"reduce-win{root}")
         want, tol = finish_tol(*ref.reduce(x, root), dt, world_absmax(world, x), n)
-        if err:
-            errors.append(f"reduce in windows root {root}: {err}")
-        elif r == root:
-            check_reduced(got, want, tol, dt, f"reduce in windows {dt.name} {op} root {root}", errors)
-    x = make_input(dt, op, r, n, n * COUNT, "reduce_scatter-win")
-    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, COUNT)
+        for place in ("out of place", "in place"):
+            if place == "in place":
+                send = recv = in_window(windows[1], dt, x)
+            else:
+                send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, WIN_COUNT)
+            got, err = attempt(lambda: copied(comm.reduce(send, recv, op=o, root=root)))
+            what = f"reduce {place} in windows {dt.name} {op} root {root}"
+            if err:
+                errors.append(f"{what}: {err}")
+            elif r == root:
+                check_reduced(got, want, tol, dt, what, errors)
+    x = make_input(dt, op, r, n, n * WIN_COUNT, "reduce_scatter-win")
+    want, tol = finish_tol(*ref.reduce_scatter(x), dt, world_absmax(world, x), n)
+    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, WIN_COUNT)
     got, err = attempt(lambda: comm.reduce_scatter(send, recv, op=o).copy())
+    whole = in_window(windows[1], dt, x)  # in place: rank r's block of the input is its output
+    got_ip, err_ip = attempt(lambda: comm.reduce_scatter(whole, whole[r * WIN_COUNT:(r + 1) * WIN_COUNT],
+                                                         op=o).copy())
     if h is not None:
         h.destroy()
-    want, tol = finish_tol(*ref.reduce_scatter(x), dt, world_absmax(world, x), n)
-    if err:
-        errors.append(f"reduce_scatter in windows: {err}")
-    else:
-        check_reduced(got, want, tol, dt, f"reduce_scatter in windows {dt.name} {op}", errors)
+    for what, g, e in (("reduce_scatter", got, err), ("reduce_scatter in place", got_ip, err_ip)):
+        if e:
+            errors.append(f"{what} in windows: {e}")
+        else:
+            check_reduced(g, want, tol, dt, f"{what} in windows {dt.name} {op}", errors)
     agree(world, errors, f"reduce and reduce_scatter in windows {dt.name} {op}")
 
 
@@ -497,24 +527,32 @@ def test_broadcast_and_allgather_in_windows(comm, world, windows, dt):
     n, r = world.Get_size(), world.Get_rank()
     errors = []
     for root in range(n):
-        x = any_input(dt, r, COUNT, f"bcast-win{root}")
-        send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, COUNT)
-        got, err = attempt(lambda: comm.broadcast(send, recv, root=root).copy())
+        x = any_input(dt, r, WIN_COUNT, f"bcast-win{root}")
         want = x.copy()
         world.Bcast([raw(want), MPI.BYTE], root=root)
-        if err:
-            errors.append(f"broadcast in windows root {root}: {err}")
-        else:
-            compare(got, want, f"broadcast in windows {dt.name} root {root}", errors)
-    x = any_input(dt, r, COUNT, "allgather-win")
-    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, n * COUNT)
-    got, err = attempt(lambda: comm.allgather(send, recv).copy().reshape(n, COUNT))
-    want = np.empty((n, COUNT), dtype=dt)
+        send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, WIN_COUNT)
+        got, err = attempt(lambda: comm.broadcast(send, recv, root=root).copy())
+        buf = in_window(windows[1], dt, x)
+        got_ip, err_ip = attempt(lambda: comm.bcast(buf, root=root).copy())
+        for what, g, e in (("broadcast", got, err), ("bcast (in place)", got_ip, err_ip)):
+            if e:
+                errors.append(f"{what} in windows root {root}: {e}")
+            else:
+                compare(g, want, f"{what} in windows {dt.name} root {root}", errors)
+    x = any_input(dt, r, WIN_COUNT, "allgather-win")
+    want = np.empty((n, WIN_COUNT), dtype=dt)
     world.Allgather([raw(x), MPI.BYTE], [raw(want), MPI.BYTE])
-    if err:
-        errors.append(f"allgather in windows: {err}")
-    else:
-        compare(got, want, f"allgather in windows {dt.name}", errors)
+    send, recv = in_window(windows[0], dt, x), in_window(windows[1], dt, n * WIN_COUNT)
+    got, err = attempt(lambda: comm.allgather(send, recv).copy().reshape(n, WIN_COUNT))
+    whole = in_window(windows[1], dt, n * WIN_COUNT)
+    whole[r * WIN_COUNT:(r + 1) * WIN_COUNT] = x
+    got_ip, err_ip = attempt(lambda: comm.allgather(whole[r * WIN_COUNT:(r + 1) * WIN_COUNT], whole)
+                             .copy().reshape(n, WIN_COUNT))
+    for what, g, e in (("allgather", got, err), ("allgather in place", got_ip, err_ip)):
+        if e:
+            errors.append(f"{what} in windows: {e}")
+        else:
+            compare(g, want, f"{what} in windows {dt.name}", errors)
     agree(world, errors, f"broadcast and allgather in windows {dt.name}")
 
 
