@@ -85,6 +85,10 @@ class NetConnection : public Connection {
     if (stopping()) return;
     WARN("rank %d: %s rank %d (%s) failed: connection lost (peer process died or aborted)", comm_->rank, what,
          peer, comm_->peers[peer].hostname);
+    // Named before the error spreads: the abort frames tell the other ranks
+    // which rank failed (else they would name this one, which only noticed).
+    int unknown = -1;
+    comm_->failedRank.compare_exchange_strong(unknown, peer);
     commSetError(comm_, ncclRemoteError);
   }
 
