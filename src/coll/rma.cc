@@ -229,7 +229,7 @@ void Rma::receive() {
         if (r != ncclSuccess) return failed();  // reported: the communicator is failed
       }
     }
-    if (backoff.napping()) {
+    if (backoff.yielded()) {
       // Idle: asleep until a peer posts to one of the connections (or stop
       // wakes it).
       FifoSleepSet s;

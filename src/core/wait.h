@@ -65,6 +65,10 @@ class Backoff {
   // Past spinning and yielding: a thread that can sleep until woken
   // (transport/fifo_sleep.h) should, instead of napping.
   bool napping() const { return iter_ >= 1024; }
+  // Past spinning and yielding: a thread that idles most of the time (the
+  // one-sided receiver) should sleep from here; its naps would take a core
+  // from busy ranks for tens of milliseconds (timer slack makes each ~50 us).
+  bool yielded() const { return iter_ >= 256; }
   // Whether this iteration should run the (costlier) deadline/liveness checks.
   bool checkNow() const { return (iter_ & 63) == 0; }
   void reset() { iter_ = 0; }

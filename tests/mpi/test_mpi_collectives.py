@@ -438,6 +438,7 @@ def windows(comm, world, transport, log_dir):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+    os.environ["ACCL_DIRECT_MIN_BYTES"] = "0"  # every size runs direct (by default small ones take the ring)
     ctypes.CDLL(accl.library_path()).ncclResetDebugInit()
     errors = [err] if err else []
     direct = log.read_text().count(": direct collectives") if log.exists() else 0

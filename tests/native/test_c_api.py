@@ -210,7 +210,7 @@ def test_direct_collectives_on_symmetric_host_windows(c_program, mode, nranks):
     # memory is malloc'd, which other processes cannot map; "nodirect": rank 1
     # runs with ACCL_DIRECT=0. Both take the ring throughout, on every rank.
     env = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", "ACCL_TIMEOUT": "60"}
-    p = run(c_program("host_direct"), mode, nranks, env=env, timeout=140)
+    p = run(c_program("host_direct"), mode, nranks, env=env, timeout=140)  # 1.2 MB calls: direct by default
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-4000:]
     assert f"OK: {nranks} ranks" in p.stdout
     direct = len(re.findall(r"window #[01]: direct collectives", p.stderr))

@@ -210,8 +210,9 @@ def test_direct_collectives_between_processes(perf_bin, name):
     for np_, extra in (("2", ["-d", "all"] + (["-o", "all"] if name in ("all_reduce", "reduce", "reduce_scatter")
                                               else []) + (["-r", "all"] if name in ROOTED else [])),
                        ("3", ["-b", "8", "-e", "3000000", "-f", "7", "-d", "float"])):
+        # ACCL_DIRECT_MIN_BYTES=0: the small sizes run direct too (by default they take the ring).
         cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", np_, "-x", "NCCL_SOCKET_IFNAME=lo", "-x",
-               "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT", str(binary)] + SMALL + ["-R", "2", "-T", "60"] + extra
+               "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT", "-x", "ACCL_DIRECT_MIN_BYTES=0", str(binary)] + SMALL + ["-R", "2", "-T", "60"] + extra
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
         assert p.returncode == 0, p.stdout + p.stderr
         Table(p.stdout).assert_clean()

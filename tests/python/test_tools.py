@@ -88,7 +88,7 @@ def test_perf_registered_buffers(register):
     # -R 1: ncclCommRegister; -R 2: ncclMemAlloc arrays in symmetric windows,
     # which 3 processes of one host run as direct collectives (the INFO lines
     # say so; every result checked).
-    env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT")
+    env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", ACCL_DIRECT_MIN_BYTES="0")
     res = subprocess.run([sys.executable, "-m", "accl.perf", "allreduce", "-np", "3", "-b", "8", "-e", "3M", "-f", "8",
                           "-n", "2", "-w", "1", "-R", register, "-d", "int32", "-o", "all"],
                          capture_output=True, text=True, timeout=110, env=env)
