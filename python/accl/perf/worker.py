@@ -79,7 +79,7 @@ def _unsupported(comm, coll: Collective, dtype, op: str) -> str | None:
 
 
 def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, op: str,
-                  size: int, peer_rows: dict) -> tuple[str, list[int | None], list[float], dict]:
+                  size: int, peer_rows: dict, arena=None) -> tuple[str, list[int | None], list[float], dict]:
     """One table row: out-of-place then in-place (then the peers' columns).
 
     Returns (row text, wrong counts, busbws, the row as a dict for --csv/--json).
@@ -88,7 +88,11 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
     nbytes = count * dtype.itemsize
     index = np.arange(count, dtype=np.int64)
     want = data.expected(comm.size, index, dtype, op) if opts.check else None
-    send, recv, registrations = _buffers(comm, count, dtype, opts.local_register)
+    if arena is None:
+        send, recv = np.empty(count, dtype), np.zeros(count, dtype)
+    else:  # views at the start of the registered buffers, as nccl-tests uses its largest size's buffers
+        send, recv = arena[0][:nbytes].view(dtype), arena[1][:nbytes].view(dtype)
+        recv[...] = 0
     send[...] = data.fill(comm.rank, index, dtype, op)
     row = table.row_start(nbytes, count, typename, op, coll.root)
     record = {"collective": coll.name, "nranks": comm.size, "size": nbytes, "count": count,
@@ -124,31 +128,41 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
         if peer and peer.get("wrong"):
             record[f"{name}_wrong"] = peer["wrong"]
         row += table.compare_part(peer_us, ratio)
-    for r in registrations:  # collective, like the registration: every rank runs the same sizes
-        r.deregister()
     return row, wrongs, busbws, record
 
 
-def _buffers(comm, count: int, dtype, register: int):
-    """One size's send and receive arrays, and their registrations (undone
-    after the size), as nccl-tests' -R: 1 ncclCommRegister; 2 ncclMemAlloc
-    memory in windows registered with NCCL_WIN_COLL_SYMMETRIC, on which the
-    ranks of one host run the direct collectives."""
-    if register == 2 and count > 0:
-        send, recv = accl.mem_alloc(count, dtype), accl.mem_alloc(count, dtype)
-        recv[...] = 0
-        return send, recv, [comm.register_window(send), comm.register_window(recv)]
-    send, recv = np.empty(count, dtype), np.zeros(count, dtype)
-    return send, recv, ([comm.register(send), comm.register(recv)] if register == 1 and count > 0 else [])
+def _arena(comm, nbytes: int, register: int):
+    """The sweep's send and receive buffers (uint8, the largest size) and
+    their registrations, made once as nccl-tests' -R does: 1 ncclCommRegister;
+    2 ncclMemAlloc memory in windows registered with NCCL_WIN_COLL_SYMMETRIC,
+    on which the ranks of one host run the direct collectives. None for -R 0."""
+    if register == 0 or nbytes == 0:
+        return None, []
+    if register == 2:
+        send, recv = accl.mem_alloc(nbytes), accl.mem_alloc(nbytes)
+        return (send, recv), [comm.register_window(send), comm.register_window(recv)]
+    send, recv = np.empty(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+    return (send, recv), [comm.register(send), comm.register(recv)]
 
 
 def _sweep(comm, coll: Collective, opts: Options, out,
            peer_rows: dict) -> tuple[int, list[float], list[dict]]:
     """Every datatype x op x size; returns (tests with wrong values, all busbws, rows)."""
-    failed, busbws, records = 0, [], []
     ops = opts.ops if coll.has_op else ["none"]
     sizes = opts.sizes()
-    total, k = len(opts.datatypes) * len(ops) * len(sizes), 0
+    total = len(opts.datatypes) * len(ops) * len(sizes)
+    arena, registrations = _arena(comm, max(sizes, default=0), opts.local_register)
+    try:
+        failed, busbws, records = _sweep_types(comm, coll, opts, out, peer_rows, ops, sizes, total, arena)
+    finally:
+        for r in registrations:  # collective, like the registration: every rank sweeps the same sizes
+            r.deregister()
+    return failed, busbws, records
+
+
+def _sweep_types(comm, coll: Collective, opts: Options, out, peer_rows: dict, ops: list[str], sizes: list[int],
+                 total: int, arena) -> tuple[int, list[float], list[dict]]:
+    failed, busbws, records, k = 0, [], [], 0
     for typename in opts.datatypes:
         dtype = data.numpy_dtype(DATATYPES[typename])
         for op in ops:
@@ -164,7 +178,7 @@ def _sweep(comm, coll: Collective, opts: Options, out,
                 k += 1
                 t0 = time.monotonic()
                 row, wrongs, bws, record = _measure_size(comm, coll, opts, typename, dtype, op,
-                                                         size, peer_rows)
+                                                         size, peer_rows, arena)
                 out(row)
                 if comm.rank == 0:
                     peers.progress("accl ", k, total, typename, op, record["size"],
