@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fork_ranks.h"
+#include "rank_test.h"
 
 #define MAXR 8
 #define COUNT 300007 /* per rank: 1.2 MB of floats, an odd tail after the vectors */
@@ -37,16 +37,6 @@ static ncclUniqueId id;
 static int nranks;
 static const char* mode;
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      printf("FAILED rank %d: ", rank);                   \
-      printf(__VA_ARGS__);                                \
-      printf(" (%s)\n", ncclGetLastError(NULL));          \
-      fflush(stdout);                                     \
-      exit(1);                                            \
-    }                                                     \
-  } while (0)
 
 /* Rank r's input at element i: small integers, so that every result is exact. */
 static float in(int r, size_t i) { return (float)(r + 1 + (int)(i % 13)); }

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fork_ranks.h"
+#include "rank_test.h"
 
 /* Declared by NCCL's device API header (nccl_device/core.h), not nccl.h. */
 ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
@@ -30,16 +30,6 @@ ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int pe
 static ncclUniqueId id;
 static int nranks;
 
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      printf("FAILED rank %d: ", rank);                        \
-      printf(__VA_ARGS__);                                     \
-      printf(" (%s)\n", ncclGetLastError(NULL));               \
-      fflush(stdout);                                          \
-      exit(1);                                                 \
-    }                                                          \
-  } while (0)
 
 static unsigned char bigByte(int from, size_t i) { return (unsigned char)((from * 31 + i * 7) & 0xff); }
 

@@ -1,4 +1,9 @@
-/* Runs body(rank) in `nranks` processes: rank 0 (this process) forks the
+/* Helpers of the multi-rank C tests (tests/c, one translation unit each).
+ *
+ * CHECK(cond, fmt, ...): on failure prints "FAILED rank R: <message> (<the
+ * library's last error>)" and exits 1; needs an int `rank` in scope.
+ *
+ * forkRanks runs body(rank) in `nranks` processes: rank 0 (this process) forks the
  * others before any NCCL call, makes the unique id and sends it to each child
  * through a pipe; every process calls before(rank) first (may be NULL), e.g.
  * to set its own NCCL_HOSTID. Returns 0 once every child exited with status 0,
@@ -7,10 +12,22 @@
 
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define FORK_RANKS_MAX 16
+
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (!(cond)) {                                \
+      printf("FAILED rank %d: ", rank);           \
+      printf(__VA_ARGS__);                        \
+      printf(" (%s)\n", ncclGetLastError(NULL)); \
+      fflush(stdout);                             \
+      exit(1);                                    \
+    }                                             \
+  } while (0)
 
 static int forkRanks(int nranks, ncclUniqueId* id, void* (*body)(void*), void (*before)(int)) {
   pid_t kids[FORK_RANKS_MAX];
