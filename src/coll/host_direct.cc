@@ -210,11 +210,7 @@ ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* 
              "aborted)", op, comm->name.c_str(), comm->rank, k);
         return ncclRemoteError;
       }
-      if (deadline.aborted()) {
-        const int async = comm->asyncError.load();
-        WARN("%s (%s, rank %d): communicator was aborted", op, comm->name.c_str(), comm->rank);
-        return async != ncclSuccess && async != ncclInProgress ? static_cast<ncclResult_t>(async) : ncclInvalidUsage;
-      }
+      if (deadline.aborted()) return commAbortedResult(comm, op);
       if (deadline.expired()) {
         WARN("%s (%s, rank %d): timed out (ACCL_TIMEOUT=%lld s) waiting for rank %d %s the direct collective", op,
              comm->name.c_str(), comm->rank, static_cast<long long>(deadline.seconds()), k, stage);
@@ -392,15 +388,17 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
       c.out[k] = static_cast<char*>(a.recvbuff);
       continue;
     }
-    if (sharesSend(a.kind, k, a.root)) c.in[k] = rmaHostPeer(comm, s.sendWin, k);
-    if (sharesRecv(a.kind, k, a.root)) c.out[k] = rmaHostPeer(comm, s.recvWin, k);
-    if ((sharesSend(a.kind, k, a.root) && !c.in[k]) || (sharesRecv(a.kind, k, a.root) && !c.out[k])) {
+    // Rank k's window as mapped here, plus its offset (NULL where nobody else touches the buffer).
+    const bool sharedIn = sharesSend(a.kind, k, a.root), sharedOut = sharesRecv(a.kind, k, a.root);
+    char* const in = sharedIn ? rmaHostPeer(comm, s.sendWin, k) : nullptr;
+    char* const out = sharedOut ? rmaHostPeer(comm, s.recvWin, k) : nullptr;
+    if ((sharedIn && !in) || (sharedOut && !out)) {
       WARN("%s (%s, rank %d): rank %d's buffer is not in a window registered here with NCCL_WIN_COLL_SYMMETRIC",
            a.opName, comm->name.c_str(), me, k);
       return fail(ncclInvalidUsage);
     }
-    if (sharesSend(a.kind, k, a.root)) c.in[k] += s.sendOff;
-    if (sharesRecv(a.kind, k, a.root)) c.out[k] += s.recvOff;
+    c.in[k] = in ? in + s.sendOff : nullptr;
+    c.out[k] = out ? out + s.recvOff : nullptr;
   }
   movePart(c);
   mine.finished.store(call, std::memory_order_release);

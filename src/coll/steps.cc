@@ -34,12 +34,7 @@ ncclResult_t Steps::fail(Connection* c, ncclResult_t err, const char* why) {
 }
 
 ncclResult_t Steps::check(Connection* c) {
-  if (comm_->abortFlag.load(std::memory_order_relaxed)) {
-    int async = comm_->asyncError.load();
-    if (async != ncclSuccess && async != ncclInProgress) return static_cast<ncclResult_t>(async);
-    WARN("%s (%s, rank %d): communicator was aborted", op_, comm_->name.c_str(), comm_->rank);
-    return ncclInvalidUsage;
-  }
+  if (comm_->abortFlag.load(std::memory_order_relaxed)) return commAbortedResult(comm_, op_);
   FifoCtrl* ctrl = c->fifo.ctrl;
   if (ctrl->abort.load(std::memory_order_relaxed)) {
     int root = ctrl->failedRank.load();

@@ -86,6 +86,13 @@ bool processAlive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+ncclResult_t commAbortedResult(ncclComm* comm, const char* op) {
+  const int async = comm->asyncError.load();
+  if (async != ncclSuccess && async != ncclInProgress) return static_cast<ncclResult_t>(async);
+  WARN("%s (%s, rank %d): communicator was aborted", op, comm->name.c_str(), comm->rank);
+  return ncclInvalidUsage;
+}
+
 void commSetError(ncclComm* comm, ncclResult_t err) {
   int expected = ncclSuccess;
   comm->asyncError.compare_exchange_strong(expected, err);

@@ -137,6 +137,10 @@ void unregisterComm(ncclComm* comm);
 // Marks the communicator failed (first error wins) and wakes every waiter:
 // sets abort on all FIFOs so peers stop waiting too.
 void commSetError(ncclComm* comm, ncclResult_t err);
+// What a wait of operation `op` returns once the communicator's abort flag is
+// up (a WARN says so): the communicator's error if it failed, else
+// ncclInvalidUsage (ncclCommAbort).
+ncclResult_t commAbortedResult(ncclComm* comm, const char* op);
 // Full init of an allocated comm (bootstrap, peer exchange, transports).
 ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank);
 // Abort: flag, wake, wait for in-flight calls, free.
