@@ -2,11 +2,15 @@
 #include "coll/host_direct.h"
 
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -20,8 +24,14 @@ namespace accl {
 namespace {
 
 // A part is moved in chunks that stay in the core's cache between the
-// reduction into one output and the copies into the others.
+// reduction into one output and the copies into the others. Through cross
+// memory attach a chunk costs a system call per peer, so those are larger
+// (up to 128 KiB: about the speed of memcpy here; smaller chunks lose to the
+// calls' cost), while the chunks of all inputs together still fit in L2.
 constexpr size_t kChunkBytes = 32 << 10;
+size_t attachChunkBytes(int n) {
+  return std::clamp<size_t>((size_t{1} << 20) / static_cast<size_t>(n) & ~size_t{4095}, 32 << 10, 128 << 10);
+}
 
 // A rank's slot, in the segment every rank maps (one cache line pair each).
 struct alignas(128) Slot {
@@ -29,20 +39,37 @@ struct alignas(128) Slot {
   std::atomic<uint64_t> finished;   // the last call whose part this rank moved
   std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
   std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
-  int32_t kind, root, type, op, sendWin, recvWin;
-  uint64_t bytes, sendOff, recvOff;  // bytes: the call's count in bytes; offsets in the windows
-  Scalar scalar;                     // this rank's PreMulSum scalar, for its own input
+  int32_t kind, root, type, op;
+  int32_t sendWin, recvWin;  // the windows the buffers lie in, or -1: sendAt/recvAt are addresses
+  uint64_t bytes;            // the call's count in bytes
+  uint64_t sendAt, recvAt;   // offsets in the windows, or addresses in the rank's process
+  Scalar scalar;             // this rank's PreMulSum scalar, for its own input
 };
 static_assert(sizeof(Slot) == 128, "one slot per 128 bytes");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots are shared between processes");
 
-// Every rank on one host: what all ranks know alike. ACCL_DIRECT is each
-// process's own, so it only decides what this rank reports (hostDirectAttach).
+// Random, one per process: ranks that share it share an address space (pids
+// may repeat across pid namespaces). A peer that reads it at its address
+// through cross memory attach has reached this very process.
+uint64_t processKey() {
+  static uint64_t key = [] {
+    uint64_t k = 0;
+    if (getrandom(&k, sizeof(k), 0) != sizeof(k)) k = static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ull;
+    return k | 1;  // never 0, which a failed read leaves
+  }();
+  return key;
+}
+
+// Every rank on one host: what all ranks know alike.
 bool oneHost(const ncclComm* comm) {
   if (comm->nranks < 2) return false;
   for (const PeerInfo& p : comm->peers)
     if (p.hostHash != comm->peers[comm->rank].hostHash) return false;
   return true;
+}
+
+bool sameProcess(const ncclComm* comm, int k) {
+  return comm->peers[k].processKey == comm->peers[comm->rank].processKey;
 }
 
 size_t segmentBytes(int n) { return static_cast<size_t>(n) * sizeof(Slot); }
@@ -70,6 +97,16 @@ bool sharesRecv(CollKind c, int k, int root) {
          (c == CollKind::Reduce && k == root);
 }
 
+// This rank can read process `pid`'s memory: it reads the peer's process key
+// at the address the peer gave. errno says why not.
+bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
+  uint64_t got = 0;
+  iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(keyAddr), sizeof(got)};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) return false;
+  if (got != key) errno = ESRCH;  // another process with that pid (another pid namespace)
+  return got == key;
+}
+
 }  // namespace
 
 class HostDirect {
@@ -82,11 +119,19 @@ class HostDirect {
   ~HostDirect() {
     comm_->directStopWord.store(nullptr);
     munmap(slots, bytes_);
+    unlink();
+  }
+  // Every rank has mapped the segment: its name is no longer needed.
+  void unlink() {
     if (!owner_.empty()) shm_unlink(owner_.c_str());
+    owner_.clear();
   }
 
   Slot* slots;
-  uint64_t calls = 0;  // direct calls this rank made
+  uint64_t calls = 0;        // direct calls this rank made
+  bool anyBuffer = false;    // every rank reaches every other's memory: calls need no windows
+  bool announced = false;    // the first direct call's INFO line is out
+  std::vector<char> scratch;  // chunks read through cross memory attach
 
  private:
   ncclComm* comm_;
@@ -104,34 +149,103 @@ HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
   return e;
 }
 
-void hostDirectPrepare(ncclComm* comm, HostDirectPtr* state) {
-  if (*state || comm->rank != 0 || !oneHost(comm) || paramInt(Param::Direct) == 0) return;
+void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
+  me->processKey = processKey();
+  static const uint64_t key = processKey();  // at a fixed address for the process's lifetime
+  me->reachProbe = reinterpret_cast<uintptr_t>(&key);
+  me->hostDirect = 0;
+  if (comm->deviceMode || comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0) return;
+  if (comm->rank != 0) {
+    me->hostDirect = 1;
+    return;
+  }
+  // Rank 0 makes the slots before the allgather, so that the others can open
+  // them after it; it unlinks them once all did, or at once when the ranks
+  // are not all on this host.
   void* map = nullptr;
   const size_t bytes = segmentBytes(comm->nranks);
   if (shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) != ncclSuccess) return;  // WARNed: the ring
   memset(map, 0, bytes);
-  state->reset(new HostDirect(comm, map, bytes, segmentName(comm)));
+  comm->hostDirect.reset(new HostDirect(comm, map, bytes, segmentName(comm)));
+  me->hostDirect = 1;
 }
 
-ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_vidmem* win,
-                              const std::vector<HostDirectExport>& all) {
-  if (!oneHost(comm)) return ncclSuccess;
+ncclResult_t hostDirectInit(ncclComm* comm) {
+  if (comm->deviceMode) return ncclSuccess;
   const int n = comm->nranks, me = comm->rank;
-  int32_t unreached = -1;  // the rank whose part this rank cannot reach (this one: no slots)
-  if (!*state && me != 0) {  // rank 0 made the segment before the registration's allgather
+  int off = -1;
+  for (int q = 0; q < n && off < 0; ++q)
+    if (!comm->peers[q].hostDirect) off = q;
+  if (!oneHost(comm) || off >= 0) {
+    comm->hostDirect.reset();
+    if (oneHost(comm) && me == 0)
+      INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0 or NCCL_SHM_DISABLE=1%s",
+           comm->name.c_str(), off, off == 0 ? ", or could not make their slots" : "");
+    return ncclSuccess;
+  }
+  if (me != 0) {
     void* map = nullptr;
     const size_t bytes = segmentBytes(n);
-    if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess) state->reset(new HostDirect(comm, map, bytes));
+    if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess)
+      comm->hostDirect.reset(new HostDirect(comm, map, bytes));
   }
-  if (!*state || paramInt(Param::Direct) == 0) unreached = me;
+  // Each rank tries to attach to every process of another rank.
+  struct Report {
+    int32_t slots;      // this rank mapped the slots
+    int32_t unreached;  // a rank whose process this one cannot attach to (itself: ACCL_CMA=0), or -1
+    int32_t err;        // errno of the attempt
+  };
+  std::vector<Report> all(n);
+  Report& mine = all[me];
+  mine = {comm->hostDirect != nullptr, -1, 0};
+  for (int q = 0; q < n && mine.unreached < 0; ++q) {
+    if (q == me || sameProcess(comm, q)) continue;
+    if (paramInt(Param::Cma) == 0) {
+      mine.unreached = me;
+    } else if (!canAttach(comm->peers[q].pid, comm->peers[q].reachProbe, comm->peers[q].processKey)) {
+      mine.unreached = q;
+      mine.err = errno;
+    }
+  }
+  NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Report)));
+  if (comm->hostDirect) comm->hostDirect->unlink();  // rank 0: every rank opened it (or failed to) before the allgather
+  for (int q = 0; q < n; ++q) {
+    if (all[q].slots) continue;
+    comm->hostDirect.reset();
+    if (me == 0) INFO(kInit, "%s: no direct collectives: rank %d could not map their slots", comm->name.c_str(), q);
+    return ncclSuccess;
+  }
+  int who = 0;
+  while (who < n && all[who].unreached < 0) ++who;
+  HostDirect& d = *comm->hostDirect;
+  d.anyBuffer = who == n;
+  if (me != 0) return ncclSuccess;
+  if (d.anyBuffer) {
+    INFO(kInit, "%s: direct collectives on any buffer (%d ranks on this host; those of other processes reached "
+         "through cross memory attach)", comm->name.c_str(), n);
+  } else if (all[who].unreached == who) {
+    INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d runs with ACCL_CMA=0",
+         comm->name.c_str(), who);
+  } else {
+    INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d cannot attach to rank %d's process "
+         "(process_vm_readv: %s; see ptrace's access rules)", comm->name.c_str(), who, all[who].unreached,
+         strerror(all[who].err));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std::vector<HostDirectExport>& all) {
+  HostDirect* d = comm->hostDirect.get();
+  if (!d) return ncclSuccess;  // init said why
+  const int n = comm->nranks, me = comm->rank;
+  int32_t unreached = -1;  // the rank whose part this rank cannot map
   std::vector<char*> bases(n, nullptr);
-  const int32_t pid = static_cast<int32_t>(getpid());
   for (int q = 0; q < n && unreached < 0; ++q) {
     const HostDirectExport& e = all[q];
     if (e.bytes == 0) continue;  // no window on rank q: its buffers are never shared
     if (q == me) {
       bases[q] = static_cast<char*>(win->base);
-    } else if (e.share.pid == pid) {  // a rank of this process
+    } else if (sameProcess(comm, q)) {
       bases[q] = reinterpret_cast<char*>(e.addr);
     } else if (e.share.fd < 0) {
       unreached = q;  // not ncclMemAlloc's memory: no way to map it
@@ -145,18 +259,14 @@ ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_v
   std::vector<int32_t> unreachedBy(n, -1);
   unreachedBy[me] = unreached;
   ncclResult_t r = comm->bootstrap->allgather(unreachedBy.data(), sizeof(int32_t));
-  if (me == 0) shm_unlink(segmentName(comm).c_str());  // every rank opened it before the allgather
   int who = 0;
   while (who < n && unreachedBy[who] < 0) ++who;
   if (r != ncclSuccess || who < n) {
     hostDirectDetach(win);
-    if (r == ncclSuccess && unreachedBy[who] == who)
-      INFO(kInit, "%s rank %d: window #%d: collectives on it take the ring: rank %d runs no direct collectives "
-           "(ACCL_DIRECT=0 there, or no shared slots)", comm->name.c_str(), me, win->index, who);
-    else if (r == ncclSuccess)
-      INFO(kInit, "%s rank %d: window #%d: collectives on it take the ring: rank %d cannot reach rank %d's part "
-           "(windows of other processes must be ncclMemAlloc memory)", comm->name.c_str(), me, win->index, who,
-           unreachedBy[who]);
+    if (r == ncclSuccess)
+      INFO(kInit, "%s rank %d: window #%d: rank %d cannot map rank %d's part (windows of other processes must be "
+           "ncclMemAlloc memory): collectives on it %s", comm->name.c_str(), me, win->index, who, unreachedBy[who],
+           d->anyBuffer ? "reach its buffers as they do any others" : "take the ring");
     return r;
   }
   win->hostPeerBase = std::move(bases);
@@ -179,16 +289,69 @@ void hostDirectDetach(ncclWindow_vidmem* win) {
 
 namespace {
 
-// The buffers of one call: every rank's input and output as this process
-// reaches them (NULL where no other rank touches them), and scalars.
+// Rank k's buffer in a call, as this rank reaches it: `here`, an address in
+// this process (its own, a rank of this process, a window mapped here), or
+// else `there`, an address in rank k's process, through cross memory attach.
+struct Reach {
+  char* here = nullptr;
+  uint64_t there = 0;
+};
+
+// The buffers of one call: every rank's input and output (both empty where no
+// other rank touches them), and scalars.
 struct Call {
   const CollArgs* a;
   const Reducer* red;
+  ncclComm* comm;
   int n, me;
   size_t esize;
-  std::vector<const char*> in;
-  std::vector<char*> out;
+  std::vector<Reach> in, out;
   std::vector<Scalar> scalars;
+  bool attached = false;  // some buffer is reached through cross memory attach
+  char* scratch = nullptr;  // n + 1 chunks of chunkBytes, when attached
+  size_t chunkBytes = kChunkBytes;
+
+  // Rank k's input bytes [at, at + bytes): where this process reads them
+  // (copied into tmp first when they are reached through cross memory attach).
+  ncclResult_t read(int k, size_t at, size_t bytes, char* tmp, const char** p) const {
+    if (in[k].here) {
+      *p = in[k].here + at;
+      return ncclSuccess;
+    }
+    *p = tmp;
+    return attach(k, false, in[k].there + at, tmp, bytes);
+  }
+  bool inPlace(int k) const {
+    return in[k].here ? in[k].here == out[k].here : in[k].there == out[k].there;
+  }
+  // src's bytes to rank k's output at [at, at + bytes).
+  ncclResult_t write(int k, size_t at, const char* src, size_t bytes) const {
+    if (out[k].here) {
+      if (out[k].here + at != src) memcpy(out[k].here + at, src, bytes);
+      return ncclSuccess;
+    }
+    return attach(k, true, out[k].there + at, const_cast<char*>(src), bytes);
+  }
+
+ private:
+  ncclResult_t attach(int k, bool toPeer, uint64_t addr, char* local, size_t bytes) const {
+    iovec l{local, bytes}, r{reinterpret_cast<void*>(addr), bytes};
+    const pid_t pid = comm->peers[k].pid;
+    const ssize_t got = toPeer ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (got == static_cast<ssize_t>(bytes)) return ncclSuccess;
+    const int err = got < 0 ? errno : EFAULT;  // a short transfer: the buffer ends (or its protection changes)
+    if (err == ESRCH) {
+      comm->failedRank.store(k);
+      WARN("%s (%s, rank %d): rank %d's process has died", a->opName, comm->name.c_str(), me, k);
+      return ncclRemoteError;
+    }
+    if (err == EFAULT) comm->failedRank.store(k);
+    WARN("%s (%s, rank %d): %s rank %d's %s at 0x%llx (%zu bytes, through cross memory attach) failed: %s%s",
+         a->opName, comm->name.c_str(), me, toPeer ? "writing" : "reading", k, toPeer ? "output" : "input",
+         static_cast<unsigned long long>(addr), bytes, strerror(err),
+         err == EFAULT ? " (that rank's buffer is not all mapped in its process, or its output is read-only)" : "");
+    return err == EFAULT ? ncclRemoteError : ncclSystemError;
+  }
 };
 
 // Until ready(slot k) for every rank k; a failed rank, abort, ACCL_TIMEOUT and
@@ -227,39 +390,34 @@ ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* 
   return ncclSuccess;
 }
 
-// acc <- the reduction of the inputs in `order` at element `off`, for `len`
-// elements, finished; also copied to `also` when not NULL. `order` starts with
-// the input that acc may alias (in place), so it is read before acc is written.
-void reduceChunk(const Call& c, const int* order, size_t off, size_t len, char* acc, char* also) {
+// acc <- the reduction of inputs src[0..n) (rank order[j]'s at src[j]), for
+// `len` elements, finished; also copied to `also` when not NULL. src[0] is the
+// input that acc may alias (in place), so it is read before acc is written.
+void reduceChunk(const Call& c, const int* order, const char* const* src, size_t len, char* acc, char* also) {
   const Reducer& red = *c.red;
-  const size_t at = off * c.esize;
-  const char* partial = c.in[order[0]] + at;
+  const char* partial = src[0];
   if (red.k.prepare) {
     red.k.prepare(acc, partial, len, &c.scalars[order[0]]);
     partial = acc;
   }
   for (int j = 1; j < c.n; ++j) {
-    const int k = order[j];
+    const Scalar* s = &c.scalars[order[j]];
     if (j == c.n - 1 && also && red.k.combine2 && !red.k.finish) {
-      red.k.combine2(acc, also, partial, c.in[k] + at, len, &c.scalars[k]);
+      red.k.combine2(acc, also, partial, src[j], len, s);
       return;
     }
-    red.k.combine(acc, partial, c.in[k] + at, len, &c.scalars[k]);
+    red.k.combine(acc, partial, src[j], len, s);
     partial = acc;
   }
   red.finish(acc, len);
   if (also) memcpy(also, acc, len * c.esize);
 }
 
-void copyTo(char* dst, const char* src, size_t bytes) {
-  if (dst != src) memcpy(dst, src, bytes);
-}
-
 // This rank's part of the collective.
-void movePart(const Call& c) {
+ncclResult_t movePart(const Call& c) {
   const CollArgs& a = *c.a;
   const int n = c.n, me = c.me;
-  const size_t es = c.esize, chunk = std::max<size_t>(1, kChunkBytes / es);
+  const size_t es = c.esize, chunk = std::max<size_t>(1, c.chunkBytes / es), tmpBytes = c.chunkBytes;
   // AllReduce, Reduce and Broadcast split the count among the ranks (64-byte
   // aligned parts); ReduceScatter and AllGather give each rank its block.
   size_t lo = 0, hi = a.count;
@@ -270,34 +428,47 @@ void movePart(const Call& c) {
     lo = std::min(a.count, per * me);
     hi = std::min(a.count, per * (me + 1));
   }
+  // Reductions take the inputs in this order: the result's rank first (in place, its input is the output).
+  const int dst = a.kind == CollKind::Reduce ? a.root : me;
   std::vector<int> order(n);
-  const int first = a.kind == CollKind::Reduce ? a.root : me;
-  for (int j = 0; j < n; ++j) order[j] = (first + j) % n;
+  for (int j = 0; j < n; ++j) order[j] = (dst + j) % n;
+  std::vector<const char*> src(n);
   for (size_t off = lo; off < hi; off += chunk) {
-    const size_t len = std::min(chunk, hi - off), bytes = len * es;
+    const size_t len = std::min(chunk, hi - off), bytes = len * es, at = off * es;
     switch (a.kind) {
-      case CollKind::AllReduce: {
-        char* acc = c.out[me] + off * es;
-        reduceChunk(c, order.data(), off, len, acc, c.out[(me + 1) % n] + off * es);
-        for (int j = 2; j < n; ++j) memcpy(c.out[(me + j) % n] + off * es, acc, bytes);
+      case CollKind::AllReduce:
+      case CollKind::Reduce:
+      case CollKind::ReduceScatter: {  // ReduceScatter: block me of every input, into rank me's output
+        const size_t inAt = (a.kind == CollKind::ReduceScatter ? me * a.count + off : off) * es;
+        for (int j = 0; j < n; ++j) NCCLCHECK(c.read(order[j], inAt, bytes, c.scratch + j * tmpBytes, &src[j]));
+        char* acc = c.out[dst].here ? c.out[dst].here + at : c.scratch + n * tmpBytes;
+        const int next = (me + 1) % n;
+        char* also = a.kind == CollKind::AllReduce && c.out[next].here ? c.out[next].here + at : nullptr;
+        reduceChunk(c, order.data(), src.data(), len, acc, also);
+        if (!c.out[dst].here) NCCLCHECK(c.write(dst, at, acc, bytes));
+        for (int j = also ? 2 : 1; a.kind == CollKind::AllReduce && j < n; ++j)
+          NCCLCHECK(c.write((me + j) % n, at, acc, bytes));
         break;
       }
-      case CollKind::Reduce:
-        reduceChunk(c, order.data(), off, len, c.out[a.root] + off * es, nullptr);
+      case CollKind::AllGather: {
+        const char* mine = c.in[me].here + at;
+        for (int j = 0; j < n; ++j) NCCLCHECK(c.write((me + j) % n, (me * a.count + off) * es, mine, bytes));
         break;
-      case CollKind::ReduceScatter:  // block me of every input, into rank me's output
-        reduceChunk(c, order.data(), me * a.count + off, len, c.out[me] + off * es, nullptr);
+      }
+      case CollKind::Broadcast: {
+        const char* from = nullptr;
+        NCCLCHECK(c.read(a.root, at, bytes, c.scratch, &from));
+        for (int j = 0; j < n; ++j) {
+          const int k = (me + j) % n;
+          if (k != a.root || !c.inPlace(k)) NCCLCHECK(c.write(k, at, from, bytes));
+        }
         break;
-      case CollKind::AllGather:
-        for (int j = 0; j < n; ++j) copyTo(c.out[(me + j) % n] + (me * a.count + off) * es, c.in[me] + off * es, bytes);
-        break;
-      case CollKind::Broadcast:
-        for (int j = 0; j < n; ++j) copyTo(c.out[(me + j) % n] + off * es, c.in[a.root] + off * es, bytes);
-        break;
+      }
       default:
         break;
     }
   }
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -305,7 +476,7 @@ void movePart(const Call& c) {
 ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   *ran = false;
   ncclComm* comm = a.comm;
-  HostDirect* d = rmaHostDirect(comm);
+  HostDirect* d = comm->hostDirect.get();
   if (!d || a.onDevice || isP2p(a.kind) || a.count == 0) return ncclSuccess;
   const int n = comm->nranks, me = comm->rank;
   const size_t esize = typeSize(a.type);
@@ -315,12 +486,16 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // ranks outnumber cores (two barriers then cost context switches). The
   // sizes agree on every rank, so the ranks decide alike.
   if (static_cast<int64_t>(std::max(sendBytes, recvBytes)) < paramInt(Param::DirectMinBytes)) return ncclSuccess;
+  // Each buffer that others touch, as the others find it: in a window that
+  // every rank mapped, or at its address. Without anyBuffer only windows do,
+  // and NCCL's contract for NCCL_WIN_COLL_SYMMETRIC makes every rank decide alike.
   int sendWin = -1, recvWin = -1;
-  size_t sendOff = 0, recvOff = 0;
-  // NCCL's contract for NCCL_WIN_COLL_SYMMETRIC makes every rank decide alike.
-  if (sharesSend(a.kind, me, a.root) && !rmaFindSymmetric(comm, a.sendbuff, sendBytes, &sendWin, &sendOff))
+  size_t sendAt = reinterpret_cast<uintptr_t>(a.sendbuff), recvAt = reinterpret_cast<uintptr_t>(a.recvbuff);
+  if (sharesSend(a.kind, me, a.root) && !rmaFindSymmetric(comm, a.sendbuff, sendBytes, &sendWin, &sendAt) &&
+      !d->anyBuffer)
     return ncclSuccess;
-  if (sharesRecv(a.kind, me, a.root) && !rmaFindSymmetric(comm, a.recvbuff, recvBytes, &recvWin, &recvOff))
+  if (sharesRecv(a.kind, me, a.root) && !rmaFindSymmetric(comm, a.recvbuff, recvBytes, &recvWin, &recvAt) &&
+      !d->anyBuffer)
     return ncclSuccess;
   *ran = true;
   Slot& mine = d->slots[me];
@@ -350,8 +525,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   mine.bytes = a.count * esize;
   mine.sendWin = sendWin;
   mine.recvWin = recvWin;
-  mine.sendOff = sendOff;
-  mine.recvOff = recvOff;
+  mine.sendAt = sendAt;
+  mine.recvAt = recvAt;
   mine.scalar = red.scalar;
   mine.published.store(call);  // seq_cst: against fail()'s check of published
   ncclResult_t r = waitAll(comm, *d, a.opName, "to start",
@@ -373,7 +548,32 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
       return fail(ncclInvalidUsage);
     }
   }
-  Call c{&a, &red, n, me, esize, std::vector<const char*>(n), std::vector<char*>(n), std::vector<Scalar>(n)};
+  Call c{&a, &red, comm, n, me, esize, std::vector<Reach>(n), std::vector<Reach>(n), std::vector<Scalar>(n)};
+  int viaWindow = 0, viaAttach = 0, viaAddress = 0;  // other ranks' buffers, by how this rank reaches them
+  // Rank k's buffer (window and offset, or address) as this rank reaches it.
+  auto reach = [&](int k, int win, uint64_t at, Reach* to) {
+    if (win >= 0) {
+      char* base = rmaHostPeer(comm, win, k);
+      if (!base) {
+        WARN("%s (%s, rank %d): rank %d's buffer lies in window #%d, which is not registered here with "
+             "NCCL_WIN_COLL_SYMMETRIC", a.opName, comm->name.c_str(), me, k, win);
+        return false;
+      }
+      to->here = base + at;
+      (sameProcess(comm, k) ? viaAddress : viaWindow) += k != me;
+    } else if (sameProcess(comm, k)) {
+      to->here = reinterpret_cast<char*>(at);
+      viaAddress += k != me;
+    } else if (d->anyBuffer) {
+      to->there = at;
+      ++viaAttach;
+    } else {
+      WARN("%s (%s, rank %d): rank %d's buffer is not in a window registered with NCCL_WIN_COLL_SYMMETRIC, where "
+           "this rank's is (every rank's must be)", a.opName, comm->name.c_str(), me, k);
+      return false;
+    }
+    return true;
+  };
   for (int k = 0; k < n; ++k) {
     const Slot& s = d->slots[k];
     if (s.failed.load()) {  // it published, then failed or was stopped: its buffers may be in use again
@@ -383,24 +583,25 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
       return fail(ncclRemoteError);
     }
     c.scalars[k] = s.scalar;
-    if (k == me) {
-      c.in[k] = static_cast<const char*>(a.sendbuff);
-      c.out[k] = static_cast<char*>(a.recvbuff);
-      continue;
-    }
-    // Rank k's window as mapped here, plus its offset (NULL where nobody else touches the buffer).
-    const bool sharedIn = sharesSend(a.kind, k, a.root), sharedOut = sharesRecv(a.kind, k, a.root);
-    char* const in = sharedIn ? rmaHostPeer(comm, s.sendWin, k) : nullptr;
-    char* const out = sharedOut ? rmaHostPeer(comm, s.recvWin, k) : nullptr;
-    if ((sharedIn && !in) || (sharedOut && !out)) {
-      WARN("%s (%s, rank %d): rank %d's buffer is not in a window registered here with NCCL_WIN_COLL_SYMMETRIC",
-           a.opName, comm->name.c_str(), me, k);
+    if ((sharesSend(a.kind, k, a.root) || k == me) && !reach(k, s.sendWin, s.sendAt, &c.in[k]))
       return fail(ncclInvalidUsage);
-    }
-    c.in[k] = in ? in + s.sendOff : nullptr;
-    c.out[k] = out ? out + s.recvOff : nullptr;
+    if ((sharesRecv(a.kind, k, a.root) || k == me) && !reach(k, s.recvWin, s.recvAt, &c.out[k]))
+      return fail(ncclInvalidUsage);
   }
-  movePart(c);
+  if (viaAttach > 0) {
+    c.attached = true;
+    c.chunkBytes = attachChunkBytes(n);
+    d->scratch.resize((n + 1) * c.chunkBytes);
+    c.scratch = d->scratch.data();
+  }
+  if (!d->announced) {
+    d->announced = true;
+    INFO(kColl, "%s rank %d: %s runs direct (first such call); other ranks' buffers: %d in windows mapped here, "
+         "%d through cross memory attach, %d in this process", comm->name.c_str(), me, a.opName, viaWindow,
+         viaAttach, viaAddress);
+  }
+  r = movePart(c);
+  if (r != ncclSuccess) return fail(r);
   mine.finished.store(call, std::memory_order_release);
   r = waitAll(comm, *d, a.opName, "to finish",
               [call](const Slot& s) { return s.finished.load(std::memory_order_acquire) >= call; });

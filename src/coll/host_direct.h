@@ -1,21 +1,26 @@
 // Direct collectives in host mode: when every rank of a communicator is on one
-// host and a collective's buffers lie in windows registered with
-// NCCL_WIN_COLL_SYMMETRIC, each rank reduces (or copies) the part of the
-// result it owns straight from every rank's input into every rank's output,
-// as the CUDA executor's direct collectives do on one GPU (docs/design.md,
-// "Direct collectives"). Every byte is then read and written once, where the
-// ring moves it through connector slots: half the memory traffic.
+// host, each rank reduces (or copies) the part of the result it owns straight
+// from every rank's input into every rank's output, as the CUDA executor's
+// direct collectives do on one GPU (docs/design.md, "Direct collectives in
+// host mode"). Every byte is then read and written once, where the ring moves
+// it through connector slots: half the memory traffic.
 //
-// Ranks of one process reach each other's windows as they are; ranks of other
-// processes map them, which needs the memory to be ncclMemAlloc's (a memfd,
-// transport/host_share.h). A window that some rank cannot map is registered
-// as usual and its collectives take the ring.
+// How a rank reaches another rank's buffer, best first:
+//   - a rank of this process: at its address;
+//   - a window registered with NCCL_WIN_COLL_SYMMETRIC on ncclMemAlloc memory
+//     (a memfd, transport/host_share.h): mapped here at registration;
+//   - any other buffer of another process: cross memory attach
+//     (process_vm_readv/writev: one copy by the kernel, no mapping), when
+//     every rank can attach to every other (probed at init; ptrace rules).
+// Without cross memory attach, only calls whose buffers lie in such windows
+// run direct (NCCL's symmetric contract makes every rank decide alike); the
+// others take the ring.
 //
-// A call: every rank publishes its buffers (window and offset) and call number
-// in its slot, in a segment of POSIX shared memory all ranks map; waits until
-// every rank published this call; moves its part; marks itself finished; and
-// waits until every rank did, so that no rank returns while another still
-// reads its input or writes its output.
+// A call: every rank publishes its buffers (window and offset, or address)
+// and call number in its slot, in a segment of POSIX shared memory all ranks
+// map; waits until every rank published this call; moves its part; marks
+// itself finished; and waits until every rank did, so that no rank returns
+// while another still reads its input or writes its output.
 #pragma once
 
 #include <cstddef>
@@ -30,11 +35,22 @@ struct ncclWindow_vidmem;
 
 namespace accl {
 
+struct PeerInfo;
 class HostDirect;
 struct HostDirectDeleter {
   void operator()(HostDirect* d) const;
 };
 using HostDirectPtr = std::unique_ptr<HostDirect, HostDirectDeleter>;
+
+// Communicator init, host mode, collective. Before the peers' allgather: rank
+// 0 makes the slots' segment, and each rank fills in what the others need to
+// know (me->hostDirect, me->reachProbe). After it: every rank maps the slots
+// and tries to attach to every other process; then all learn together whether
+// the communicator runs direct collectives (comm->hostDirect) and whether on
+// any buffer or only on symmetric windows. Only a failing bootstrap is an
+// error: anything else leaves the collectives on the ring (INFO says why).
+void hostDirectPrepare(ncclComm* comm, PeerInfo* me);
+ncclResult_t hostDirectInit(ncclComm* comm);
 
 // What a rank tells the others about its window in the registration's allgather.
 struct HostDirectExport {
@@ -44,15 +60,12 @@ struct HostDirectExport {
 };
 HostDirectExport hostDirectExport(const void* buff, size_t bytes);
 
-// Registration of a window with NCCL_WIN_COLL_SYMMETRIC, collective. Before
-// the registration's allgather: rank 0 makes the slots' segment on first use.
-void hostDirectPrepare(ncclComm* comm, HostDirectPtr* state);
-// After it: maps every rank's window (win->hostPeerBase), and every rank
-// learns whether all could (win->hostDirect). A failure only keeps the
-// window's collectives on the ring; the result is an error only when the
-// communicator's bootstrap fails.
-ncclResult_t hostDirectAttach(ncclComm* comm, HostDirectPtr* state, ncclWindow_vidmem* win,
-                              const std::vector<HostDirectExport>& all);
+// Registration of a window with NCCL_WIN_COLL_SYMMETRIC, collective, after
+// the registration's allgather: maps every rank's window (win->hostPeerBase),
+// and every rank learns whether all could (win->hostDirect). A failure only
+// means that the window is reached as other buffers are; the result is an
+// error only when the communicator's bootstrap fails.
+ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std::vector<HostDirectExport>& all);
 // Unmaps what hostDirectAttach mapped (deregistration, communicator teardown).
 void hostDirectDetach(ncclWindow_vidmem* win);
 

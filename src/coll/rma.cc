@@ -71,7 +71,6 @@ class Rma {
   std::vector<ncclWindow_vidmem*> windows;
   std::atomic<int32_t> kind{kEmpty};  // of every window so far (kHost or kDevice once one has memory)
   RmaDevPtr dev;          // device mode: signal arrays and mappings (coll/rma_dev.h)
-  HostDirectPtr hostDirect;  // host windows on one host: the direct collectives' slots
   std::atomic<RmaDev*> devWatch{nullptr};  // dev, for the receiver thread
 
  private:
@@ -430,10 +429,7 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
   mine.size = size;
   mine.kind = kind;
   mine.flags = flags;
-  if ((flags & NCCL_WIN_COLL_SYMMETRIC) && kind != kDevice) {
-    if (kind == kHost) mine.host = hostDirectExport(buff, size);
-    hostDirectPrepare(comm, &rma.hostDirect);  // rank 0: the slots, before any rank looks for them
-  }
+  if ((flags & NCCL_WIN_COLL_SYMMETRIC) && kind == kHost) mine.host = hostDirectExport(buff, size);
   int32_t agreed = kEmpty;
   ncclResult_t r = comm->bootstrap->allgather(all.data(), sizeof(RegEntry));
   if (r == ncclSuccess) r = checkRegistration(comm, w->index, rma.kind.load(), all, &agreed);
@@ -458,7 +454,7 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
   if (r == ncclSuccess && agreed == kHost && (flags & NCCL_WIN_COLL_SYMMETRIC)) {
     std::vector<HostDirectExport> exports;
     for (const RegEntry& e : all) exports.push_back(e.host);
-    r = hostDirectAttach(comm, &rma.hostDirect, w, exports);
+    r = hostDirectAttach(comm, w, exports);
   }
   if (r != ncclSuccess) {
     std::lock_guard<std::mutex> lock(rma.winMu);
@@ -542,9 +538,8 @@ bool rmaFindSymmetric(ncclComm* comm, const void* p, size_t bytes, int* index, s
   return false;
 }
 
-HostDirect* rmaHostDirect(const ncclComm* comm) { return comm->rma ? comm->rma->hostDirect.get() : nullptr; }
-
 char* rmaHostPeer(ncclComm* comm, int index, int rank) {
+  if (!comm->rma) return nullptr;
   Rma& rma = *comm->rma;
   std::lock_guard<std::mutex> lock(rma.winMu);
   if (index < 0 || index >= static_cast<int>(rma.windows.size())) return nullptr;

@@ -52,7 +52,6 @@ constexpr uint64_t kWindowMagic = 0x776f646e69772d61ull;  // "a-window"
 
 class Rma;
 class RmaDev;
-class HostDirect;
 struct RmaDeleter {
   void operator()(Rma* r) const;
 };
@@ -83,10 +82,8 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const v
 bool rmaHasWindow(ncclComm* comm, const ncclWindow_vidmem* win);
 // The device windows' state (NULL until a device window is registered).
 RmaDev* rmaDevOf(const ncclComm* comm);
-// Host direct collectives (coll/host_direct.h): their state (NULL until a
-// symmetric host window was registered on one host), and rank `rank`'s part
-// of window `index` as this process reaches it (NULL: none, or not mapped).
-HostDirect* rmaHostDirect(const ncclComm* comm);
+// Host direct collectives (coll/host_direct.h): rank `rank`'s part of window
+// `index` as this process reaches it (NULL: none, or not mapped).
 char* rmaHostPeer(ncclComm* comm, int index, int rank);
 // The window registered with NCCL_WIN_COLL_SYMMETRIC (a device window, or a
 // host window every rank mapped) that holds `bytes` (> 0) at `p`: its index

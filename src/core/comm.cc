@@ -184,15 +184,19 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   me.pid = getpid();
   me.hostHash = hostHash();
   if (getrandom(&me.nonce, sizeof(me.nonce), 0) != sizeof(me.nonce)) me.nonce = static_cast<uint64_t>(getpid());
+  // Unique per communicator (names its shm segments), agreed by all ranks
+  // after the allgather; rank 0 knows it before (it names the slots below).
+  auto hashOf = [&id](uint64_t rank0Nonce) { return fnv1a(&rank0Nonce, sizeof(uint64_t), fnv1a(&id, sizeof(id))); };
+  if (rank == 0) comm->commHash = hashOf(me.nonce);
   me.cudaDev = comm->cudaDev;
   me.deviceMode = comm->deviceMode;
   if (comm->deviceMode) NCCLCHECK(devProbe(comm, &me));
   gethostname(me.hostname, sizeof(me.hostname) - 1);
+  hostDirectPrepare(comm, &me);
   comm->peers.assign(nranks, PeerInfo());
   comm->peers[rank] = me;
   NCCLCHECK(comm->bootstrap->allgather(comm->peers.data(), sizeof(PeerInfo)));
-  // Unique per communicator (names its shm segments), agreed by all ranks.
-  comm->commHash = fnv1a(&comm->peers[0].nonce, sizeof(uint64_t), fnv1a(&id, sizeof(id)));
+  comm->commHash = hashOf(comm->peers[0].nonce);
   if (comm->config.commName.empty()) {
     char name[64];
     snprintf(name, sizeof(name), "comm %016llx", static_cast<unsigned long long>(comm->commHash));
@@ -222,6 +226,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     ring.send = std::move(sends[0]);
     ring.recv = std::move(recvs[0]);
   }
+  NCCLCHECK(hostDirectInit(comm));
   if (comm->deviceMode) NCCLCHECK(devSetup(comm));
   INFO(kInit, "%s rank %d/%d ready (%s; ring %d -> %d -> %d, %s/%s)", comm->name.c_str(), rank, nranks,
        mode.reason.c_str(), ring.prev, rank, ring.next, ring.recv ? ring.recv->kind : "-",
@@ -236,6 +241,7 @@ void commFree(ncclComm* comm) {
   for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
   devStop(comm);   // the proxy of staged device operations uses the connections
   rmaStop(comm);   // so does the receiver of one-sided operations
+  comm->hostDirect.reset();  // after the windows, which use its slots
   {
     // Taken out under connMu, destroyed outside it: a connection's destructor
     // joins its proxy thread, which may be waiting for connMu in commSetError.

@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "device/dev_comm.h"
 #include "device/host_reduce.h"
+#include "coll/host_direct.h"
 #include "coll/rma.h"
 #include "transport/connection.h"
 
@@ -42,6 +43,12 @@ struct PeerInfo {
   int32_t smCount;   // device mode: multiprocessors of cudaDev
   uint64_t devKey;   // device mode: hash of cudaDev's UUID (ranks on one GPU share it)
   uint64_t nonce;  // random; rank 0's makes the comm hash unique even for a reused NCCL_COMM_ID
+  // Host direct collectives (coll/host_direct.h): this rank runs them (rank 0:
+  // and made their slots); its process's random key, equal for ranks of one
+  // process, and where in that process a peer reads it to probe cross memory attach.
+  int32_t hostDirect;
+  uint64_t processKey;
+  uint64_t reachProbe;
   char hostname[64];
 };
 
@@ -125,6 +132,7 @@ struct ncclComm {
   // This rank's "stopped" word in the host direct collectives' slots
   // (coll/host_direct.h), once they exist: abort and errors raise it from any thread.
   std::atomic<std::atomic<int32_t>*> directStopWord{nullptr};
+  accl::HostDirectPtr hostDirect;  // host mode, every rank on one host: the direct collectives' slots (after directStopWord, which its destructor clears)
 };
 
 namespace accl {

@@ -1,22 +1,31 @@
-/* Direct collectives in host mode, on buffers in windows registered with
- * NCCL_WIN_COLL_SYMMETRIC (coll/host_direct.h). `host_direct MODE N`:
- *   threads   N ranks as threads, malloc'd buffers (one process: no mapping)
- *   procs     N processes (rank 0 forks the others), ncclMemAlloc'd buffers
- *   private   processes; rank 1's buffers come from malloc, so no rank can map
- *             them: the windows' collectives take the ring, results the same
+/* Direct collectives in host mode (coll/host_direct.h). `host_direct MODE N`:
+ *   threads   N ranks as threads, malloc'd buffers in windows registered with
+ *             NCCL_WIN_COLL_SYMMETRIC (one process: reached at their address)
+ *   procs     N processes (rank 0 forks the others), ncclMemAlloc'd buffers in
+ *             symmetric windows, which every rank maps
+ *   private   processes; rank 1's window memory comes from malloc, so no rank
+ *             can map it: the windows' collectives reach every buffer through
+ *             cross memory attach instead
+ *   plain     processes, malloc'd buffers and no windows: cross memory attach
+ *   plainthreads  threads, malloc'd buffers and no windows
+ *   mixed     procs, but rank 1 calls on malloc'd buffers outside the windows:
+ *             the others reach its buffers through cross memory attach, it
+ *             reaches theirs through the mapped windows
+ *   nocma     procs, but rank 1 runs with ACCL_CMA=0: the windows still run
+ *             direct; after deregistration, the same buffers take the ring
+ *   nodirect  procs, but rank 1 runs with ACCL_DIRECT=0: every rank takes the ring
  *   mismatch  processes; rank 1 passes another count: every rank fails with
  *             ncclInvalidUsage (the WARN names the rank)
  *   dtype     the same with another datatype of the same size (int32 for float)
- *   nodirect  procs, but rank 1 runs with ACCL_DIRECT=0: every rank takes the ring
  *   abort     processes; rank 1 aborts its communicator and stays alive: the
  *             others' collective fails with ncclRemoteError in seconds
  *   dead      processes; rank 1 exits instead of calling the collective: the
  *             others fail with ncclRemoteError in seconds, not at ACCL_TIMEOUT
- * threads/procs/private run every collective, in place and out of place, at
- * offsets inside the windows, with sum, max, prod, avg and a PreMulSum whose
+ * All but the last four run every collective, in place and out of place, at
+ * offsets inside the buffers, with sum, max, prod, avg and a PreMulSum whose
  * scalar differs by rank, checked element by element against exact integer
- * arithmetic; then deregister the windows and run an allreduce on the same
- * buffers again (now the ring). Prints "OK: N ranks" from rank 0. */
+ * arithmetic; modes with windows then deregister them and run an allreduce
+ * on the same buffers again. Prints "OK: N ranks" from rank 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
 #include <pthread.h>
@@ -147,15 +156,18 @@ static void collectives(int rank, ncclComm_t comm, float* sendWin, float* recvWi
   expectSum(rank, recv + rank * n, n, rank * n, "reducescatter in place");
 }
 
+static int is(const char* m) { return strcmp(mode, m) == 0; }
+
 static void* runRank(void* arg) {
   int rank = (int)(long)arg;
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
-  const int procs = strcmp(mode, "threads") != 0;
-  const int privateMem = strcmp(mode, "private") == 0 && rank == 1;
+  const int threads = is("threads") || is("plainthreads");
+  const int windows = !is("plain") && !is("plainthreads");
+  const int shareable = !threads && !is("plain") && !(is("private") && rank == 1);
   const size_t bytes = ((size_t)nranks * COUNT + SKEW) * sizeof(float);
   float *sendWin, *recvWin;
-  if (procs && !privateMem) {
+  if (shareable) {
     CHECK(ncclMemAlloc((void**)&sendWin, bytes) == ncclSuccess, "ncclMemAlloc");
     CHECK(ncclMemAlloc((void**)&recvWin, bytes) == ncclSuccess, "ncclMemAlloc");
   } else {
@@ -163,8 +175,10 @@ static void* runRank(void* arg) {
     recvWin = malloc(bytes);
   }
   ncclWindow_t ws, wr;
-  CHECK(ncclCommWindowRegister(comm, sendWin, bytes, &ws, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
-  CHECK(ncclCommWindowRegister(comm, recvWin, bytes, &wr, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
+  if (windows) {
+    CHECK(ncclCommWindowRegister(comm, sendWin, bytes, &ws, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
+    CHECK(ncclCommWindowRegister(comm, recvWin, bytes, &wr, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
+  }
 
   if (strcmp(mode, "mismatch") == 0 || strcmp(mode, "dtype") == 0) {
     fill(sendWin, rank, COUNT);
@@ -193,14 +207,25 @@ static void* runRank(void* arg) {
     return NULL;
   }
 
-  collectives(rank, comm, sendWin, recvWin);
-  CHECK(ncclCommWindowDeregister(comm, ws) == ncclSuccess, "deregister");
-  CHECK(ncclCommWindowDeregister(comm, wr) == ncclSuccess, "deregister");
-  fill(sendWin + SKEW, rank, COUNT);  /* the same buffers, now outside any window: the ring */
-  CHECK(ncclAllReduce(sendWin + SKEW, recvWin + SKEW, COUNT, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "ring");
-  expectSum(rank, recvWin + SKEW, COUNT, 0, "allreduce after deregistration");
+  if (is("mixed") && rank == 1) {  /* its buffers of the calls lie outside the windows */
+    float* send = malloc(bytes);
+    float* recv = malloc(bytes);
+    collectives(rank, comm, send, recv);
+    free(send);
+    free(recv);
+  } else {
+    collectives(rank, comm, sendWin, recvWin);
+  }
+  if (windows) {
+    CHECK(ncclCommWindowDeregister(comm, ws) == ncclSuccess, "deregister");
+    CHECK(ncclCommWindowDeregister(comm, wr) == ncclSuccess, "deregister");
+    fill(sendWin + SKEW, rank, COUNT);  /* the same buffers, now outside any window */
+    CHECK(ncclAllReduce(sendWin + SKEW, recvWin + SKEW, COUNT, ncclFloat, ncclSum, comm, NULL) == ncclSuccess,
+          "allreduce after deregistration");
+    expectSum(rank, recvWin + SKEW, COUNT, 0, "allreduce after deregistration");
+  }
   CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-  if (procs && !privateMem) {
+  if (shareable) {
     CHECK(ncclMemFree(sendWin) == ncclSuccess && ncclMemFree(recvWin) == ncclSuccess, "ncclMemFree");
   } else {
     free(sendWin);
@@ -213,18 +238,22 @@ static void noDirectOnRank1(int r) {
   if (r == 1) setenv("ACCL_DIRECT", "0", 1); /* before the library reads its parameters */
 }
 
+static void noCmaOnRank1(int r) {
+  if (r == 1) setenv("ACCL_CMA", "0", 1);
+}
+
 int main(int argc, char** argv) {
   int rank = 0;
   CHECK(argc == 3 && atoi(argv[2]) >= 2 && atoi(argv[2]) <= MAXR, "usage: host_direct MODE N (2 <= N <= %d)", MAXR);
   mode = argv[1];
   nranks = atoi(argv[2]);
-  if (strcmp(mode, "threads") == 0) {
+  if (is("threads") || is("plainthreads")) {
     CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
     pthread_t t[MAXR];
     for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
     for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
   } else {
-    CHECK(forkRanks(nranks, &id, runRank, strcmp(mode, "nodirect") == 0 ? noDirectOnRank1 : NULL) == 0,
+    CHECK(forkRanks(nranks, &id, runRank, is("nodirect") ? noDirectOnRank1 : is("nocma") ? noCmaOnRank1 : NULL) == 0,
           "a rank failed");
   }
   printf("OK: %d ranks\n", nranks);

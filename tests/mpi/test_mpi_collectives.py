@@ -408,46 +408,56 @@ def test_sendrecv(comm, world, dt, shift):
     agree(world, errors, f"sendrecv {dt.name}")
 
 
-# ----------------------------------------------------------------------------- symmetric windows
-# The same collectives on buffers inside ncclMemAlloc memory registered as
-# NCCL_WIN_COLL_SYMMETRIC windows: on one host the ranks run the direct
-# collectives (each rank's part straight from every input into every output,
-# design.md), checked against MPI as above, out of place and in place. Over
-# the shm transport only (with a "host" per rank the windows' collectives take
-# the ring, covered above). WIN_COUNT makes a part span several of the direct
-# path's 32 KiB chunks for the wider types.
+# ----------------------------------------------------------------------------- direct collectives
+# The same collectives as the ranks of one host run them direct (each rank's
+# part straight from every input into every output, design.md): on buffers
+# inside ncclMemAlloc memory registered as NCCL_WIN_COLL_SYMMETRIC windows,
+# which every rank maps, and on plain NumPy arrays, which the ranks reach
+# through cross memory attach. Checked against MPI as above, out of place and
+# in place. Over the shm transport only (with a "host" per rank they take the
+# ring, covered above). WIN_COUNT makes a part span several of the direct
+# path's chunks for the wider types.
 
-SKEW = 64  # bytes: the buffers start inside the windows, not at their base
+SKEW = 64  # bytes: the buffers start inside the arenas, not at their base
 WIN_COUNT = 20011
 
 
-@pytest.fixture(scope="session")
-def windows(comm, world, transport, log_dir):
+@pytest.fixture(scope="session", params=["windows", "plain"])
+def windows(request, comm, world, transport, log_dir):
+    """Two byte arenas the direct collectives run on: symmetric windows or plain arrays."""
     if transport != "shm":
         pytest.skip("direct collectives need every rank on one host")
     nbytes = world.Get_size() * WIN_COUNT * 8 + SKEW
-    send, recv = accl.mem_alloc(nbytes), accl.mem_alloc(nbytes)
-    # The registration's INFO lines say whether the windows run direct.
-    log = log_dir / f"windows-rank{world.Get_rank()}.log"
-    saved = {k: os.environ.get(k) for k in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")}
-    os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", NCCL_DEBUG_FILE=str(log))
-    ctypes.CDLL(accl.library_path()).ncclResetDebugInit()
-    regs, err = attempt(lambda: [comm.register_window(send), comm.register_window(recv)])
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    errors, regs = [], []
+    if request.param == "plain":
+        send, recv = np.zeros(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+        # Rank 0's INIT log says whether the ranks reach each other's memory.
+        text = (log_dir / "shm-rank0.log").read_text() if (log_dir / "shm-rank0.log").exists() else ""
+        if "direct collectives on any buffer" not in text:
+            errors.append("shm-rank0.log: the communicator runs no direct collectives on plain buffers")
+    else:
+        send, recv = accl.mem_alloc(nbytes), accl.mem_alloc(nbytes)
+        # The registration's INFO lines say whether the windows run direct.
+        log = log_dir / f"windows-rank{world.Get_rank()}.log"
+        saved = {k: os.environ.get(k) for k in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")}
+        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", NCCL_DEBUG_FILE=str(log))
+        ctypes.CDLL(accl.library_path()).ncclResetDebugInit()
+        regs, err = attempt(lambda: [comm.register_window(send), comm.register_window(recv)])
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        errors += [err] if err else []
+        direct = log.read_text().count(": direct collectives") if log.exists() else 0
+        if not err and direct != 2:
+            errors.append(f"{log}: {direct} window(s) run direct collectives, want 2")
     os.environ["ACCL_DIRECT_MIN_BYTES"] = "0"  # every size runs direct (by default small ones take the ring)
     ctypes.CDLL(accl.library_path()).ncclResetDebugInit()
-    errors = [err] if err else []
-    direct = log.read_text().count(": direct collectives") if log.exists() else 0
-    if not err and direct != 2:
-        errors.append(f"{log}: {direct} window(s) run direct collectives, want 2")
-    agree(world, errors, "register_window")
+    agree(world, errors, f"direct collectives on {request.param}")
     yield send, recv
     world.Barrier()
-    for w in regs:
+    for w in regs or []:
         w.deregister()
 
 

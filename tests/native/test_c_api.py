@@ -127,8 +127,11 @@ def test_every_collective_from_c(c_program, nranks):
 
 # One FIFO slot is NCCL_BUFFSIZE/8 = 128 KiB = 32768 int32: around it, and many slots.
 @pytest.mark.parametrize("count", [0, 1, 32767, 32768, 32769, 400001])
-@pytest.mark.parametrize("env", [{}, {"NCCL_SHM_DISABLE": "1"}, {"NCCL_ALGO": "allreduce:tree"},
-                                 {"NCCL_BUFFSIZE": "32768"}], ids=["shm", "sockets", "tree", "small-fifo"])
+# 400001 int32 run direct on one host (design.md), unless ACCL_DIRECT=0 keeps them on the ring or tree.
+@pytest.mark.parametrize("env", [{}, {"ACCL_DIRECT": "0"}, {"NCCL_SHM_DISABLE": "1"},
+                                 {"NCCL_ALGO": "allreduce:tree", "ACCL_DIRECT": "0"},
+                                 {"NCCL_BUFFSIZE": "32768", "ACCL_DIRECT": "0"}],
+                         ids=["shm", "shm-ring", "sockets", "tree", "small-fifo"])
 def test_every_collective_from_c_sizes(c_program, count, env):
     p = run(c_program("collectives"), 3, count, env=env)
     assert _all_ranks_pass(p, 3), p.stdout + p.stderr[-3000:]
@@ -199,24 +202,54 @@ def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
     assert re.search(r"receiving from rank [12] .* failed", p.stderr), p.stderr[-4000:]
 
 
+# host_direct's modes (tests/c/host_direct.c): what init says about the
+# direct collectives, what each window's registration says, and how each
+# rank's first direct call reaches the other ranks' buffers.
+DIRECT_MODES = {
+    "threads": ("on any buffer", "direct", "process"),
+    "procs": ("on any buffer", "direct", "windows"),
+    "private": ("on any buffer", "unmapped", "attach"),
+    "plain": ("on any buffer", None, "attach"),
+    "plainthreads": ("on any buffer", None, "process"),
+    "mixed": ("on any buffer", "direct", "mixed"),
+    "nocma": ("only on symmetric windows: rank 1 runs with ACCL_CMA=0", "direct", "windows"),
+    "nodirect": ("no direct collectives: rank 1 runs with ACCL_DIRECT=0", None, None),
+}
+
+
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("mode,nranks", [("threads", 2), ("threads", 3), ("procs", 2), ("procs", 3), ("procs", 4),
-                                         ("private", 3), ("nodirect", 3)])
-def test_direct_collectives_on_symmetric_host_windows(c_program, mode, nranks):
+                                         ("private", 3), ("plain", 2), ("plain", 4), ("plainthreads", 3),
+                                         ("mixed", 3), ("nocma", 3), ("nodirect", 3)])
+def test_direct_collectives_in_host_mode(c_program, mode, nranks):
     # Every collective, in place and not, sum/max/prod/avg and a PreMulSum
-    # whose scalar differs by rank, on buffers inside windows registered with
-    # NCCL_WIN_COLL_SYMMETRIC (coll/host_direct.h), checked element by element;
-    # then the same buffers after deregistration (the ring). "private": rank 1's
-    # memory is malloc'd, which other processes cannot map; "nodirect": rank 1
-    # runs with ACCL_DIRECT=0. Both take the ring throughout, on every rank.
-    env = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", "ACCL_TIMEOUT": "60"}
+    # whose scalar differs by rank, checked element by element; in windows
+    # registered with NCCL_WIN_COLL_SYMMETRIC (coll/host_direct.h), or on plain
+    # buffers; then, with windows, the same buffers after deregistration.
+    # The INFO lines say which way each rank reached the others' buffers.
+    env = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,COLL", "ACCL_TIMEOUT": "60"}
     p = run(c_program("host_direct"), mode, nranks, env=env, timeout=140)  # 1.2 MB calls: direct by default
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-4000:]
     assert f"OK: {nranks} ranks" in p.stdout
+    init, window, reach = DIRECT_MODES[mode]
+    assert len(re.findall(r": (no )?direct collectives( on any| only|:)", p.stderr)) == 1, p.stderr[-4000:]
+    assert init in p.stderr, p.stderr[-4000:]
     direct = len(re.findall(r"window #[01]: direct collectives", p.stderr))
-    why = {"private": r"rank \d cannot reach rank 1's part", "nodirect": r"rank 1 runs no direct collectives"}
-    ring = len(re.findall(r"window #[01]: collectives on it take the ring: " + why.get(mode, "-"), p.stderr))
-    assert (direct, ring) == ((0, 2 * nranks) if mode in why else (2 * nranks, 0)), p.stderr[-4000:]
+    unmapped = len(re.findall(r"window #[01]: rank \d cannot map rank 1's part .*: collectives on it reach its "
+                              r"buffers as they do any others", p.stderr))
+    want = {"direct": (2 * nranks, 0), "unmapped": (0, 2 * nranks), None: (0, 0)}[window]
+    assert (direct, unmapped) == want, p.stderr[-4000:]
+    first = {int(m[0]): tuple(map(int, m[1:])) for m in re.findall(
+        r"rank (\d+): ncclAllReduce runs direct \(first such call\); other ranks' buffers: (\d+) in windows mapped "
+        r"here, (\d+) through cross memory attach, (\d+) in this process", p.stderr)}
+    others = 2 * (nranks - 1)  # every other rank's input and output
+    if reach is None:
+        assert first == {}, p.stderr[-4000:]
+        return
+    for r in range(nranks):
+        want = {"process": (0, 0, others), "windows": (others, 0, 0), "attach": (0, others, 0),
+                "mixed": (others, 0, 0) if r == 1 else (others - 2, 2, 0)}[reach]
+        assert first.get(r) == want, (r, p.stderr[-4000:])
 
 
 @pytest.mark.timeout(120)
