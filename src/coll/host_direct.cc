@@ -48,15 +48,22 @@ struct alignas(128) Slot {
 static_assert(sizeof(Slot) == 128, "one slot per 128 bytes");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots are shared between processes");
 
-// Random, one per process: ranks that share it share an address space (pids
-// may repeat across pid namespaces). A peer that reads it at its address
-// through cross memory attach has reached this very process.
+// Random, one per process, at a fixed address: ranks with the same key and
+// pid share an address space (pids alone repeat across pid namespaces). A
+// peer that reads the key at that address through cross memory attach has
+// reached this very process. A child of fork() makes a key of its own.
+std::mutex keyMu;
+uint64_t key = 0;
+pid_t keyPid = 0;
 uint64_t processKey() {
-  static uint64_t key = [] {
+  std::lock_guard<std::mutex> lock(keyMu);
+  if (keyPid != getpid()) {
+    keyPid = getpid();
     uint64_t k = 0;
-    if (getrandom(&k, sizeof(k), 0) != sizeof(k)) k = static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ull;
-    return k | 1;  // never 0, which a failed read leaves
-  }();
+    if (getrandom(&k, sizeof(k), 0) != sizeof(k))
+      k = (static_cast<uint64_t>(keyPid) << 32) ^ static_cast<uint64_t>(Deadline::Clock::now().time_since_epoch().count());
+    key = k | 1;  // never 0, which a failed read leaves
+  }
   return key;
 }
 
@@ -69,7 +76,8 @@ bool oneHost(const ncclComm* comm) {
 }
 
 bool sameProcess(const ncclComm* comm, int k) {
-  return comm->peers[k].processKey == comm->peers[comm->rank].processKey;
+  const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
+  return p.processKey == me.processKey && p.pid == me.pid;
 }
 
 size_t segmentBytes(int n) { return static_cast<size_t>(n) * sizeof(Slot); }
@@ -117,6 +125,7 @@ class HostDirect {
     comm_->directStopWord.store(&slots[comm->rank].failed);
   }
   ~HostDirect() {
+    slots[comm_->rank].failed.store(1);  // destroyed: a peer in a direct call leaves it at once
     comm_->directStopWord.store(nullptr);
     munmap(slots, bytes_);
     unlink();
@@ -151,10 +160,9 @@ HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
 
 void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
   me->processKey = processKey();
-  static const uint64_t key = processKey();  // at a fixed address for the process's lifetime
   me->reachProbe = reinterpret_cast<uintptr_t>(&key);
   me->hostDirect = 0;
-  if (comm->deviceMode || comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0) return;
+  if (comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0) return;
   if (comm->rank != 0) {
     me->hostDirect = 1;
     return;
@@ -171,7 +179,6 @@ void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
 }
 
 ncclResult_t hostDirectInit(ncclComm* comm) {
-  if (comm->deviceMode) return ncclSuccess;
   const int n = comm->nranks, me = comm->rank;
   int off = -1;
   for (int q = 0; q < n && off < 0; ++q)
@@ -335,22 +342,27 @@ struct Call {
 
  private:
   ncclResult_t attach(int k, bool toPeer, uint64_t addr, char* local, size_t bytes) const {
-    iovec l{local, bytes}, r{reinterpret_cast<void*>(addr), bytes};
     const pid_t pid = comm->peers[k].pid;
-    const ssize_t got = toPeer ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (got == static_cast<ssize_t>(bytes)) return ncclSuccess;
-    const int err = got < 0 ? errno : EFAULT;  // a short transfer: the buffer ends (or its protection changes)
+    size_t done = 0;
+    ssize_t got = 0;
+    while (done < bytes) {  // a short transfer stops at a page it could not reach: once more from there
+      iovec l{local + done, bytes - done}, r{reinterpret_cast<void*>(addr + done), bytes - done};
+      got = toPeer ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+      if (got <= 0) break;
+      done += static_cast<size_t>(got);
+    }
+    if (done == bytes) return ncclSuccess;
+    const int err = got < 0 ? errno : EFAULT;
     if (err == ESRCH) {
       comm->failedRank.store(k);
       WARN("%s (%s, rank %d): rank %d's process has died", a->opName, comm->name.c_str(), me, k);
       return ncclRemoteError;
     }
-    if (err == EFAULT) comm->failedRank.store(k);
-    WARN("%s (%s, rank %d): %s rank %d's %s at 0x%llx (%zu bytes, through cross memory attach) failed: %s%s",
-         a->opName, comm->name.c_str(), me, toPeer ? "writing" : "reading", k, toPeer ? "output" : "input",
-         static_cast<unsigned long long>(addr), bytes, strerror(err),
-         err == EFAULT ? " (that rank's buffer is not all mapped in its process, or its output is read-only)" : "");
-    return err == EFAULT ? ncclRemoteError : ncclSystemError;
+    WARN("%s (%s, rank %d): %s rank %d's %s at 0x%llx (%zu bytes, through cross memory attach) failed after %zu "
+         "bytes: %s%s", a->opName, comm->name.c_str(), me, toPeer ? "writing" : "reading", k,
+         toPeer ? "output" : "input", static_cast<unsigned long long>(addr), bytes, done, strerror(err),
+         err == EFAULT ? " (a buffer on one side is not all mapped, or the output is read-only)" : "");
+    return err == EFAULT ? ncclInvalidArgument : ncclSystemError;
   }
 };
 
@@ -369,8 +381,8 @@ ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* 
       if (!b.checkNow() || ready(d.slots[k])) continue;  // a rank that got here decides for itself
       if (stopped && d.slots[k].failed.load(std::memory_order_relaxed)) {
         comm->failedRank.store(k);
-        WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed or was "
-             "aborted)", op, comm->name.c_str(), comm->rank, k);
+        WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
+             "aborted or destroyed)", op, comm->name.c_str(), comm->rank, k);
         return ncclRemoteError;
       }
       if (deadline.aborted()) return commAbortedResult(comm, op);
@@ -434,6 +446,7 @@ ncclResult_t movePart(const Call& c) {
   for (int j = 0; j < n; ++j) order[j] = (dst + j) % n;
   std::vector<const char*> src(n);
   for (size_t off = lo; off < hi; off += chunk) {
+    if (c.comm->abortFlag.load(std::memory_order_relaxed)) return commAbortedResult(c.comm, a.opName);
     const size_t len = std::min(chunk, hi - off), bytes = len * es, at = off * es;
     switch (a.kind) {
       case CollKind::AllReduce:
@@ -578,8 +591,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     const Slot& s = d->slots[k];
     if (s.failed.load()) {  // it published, then failed or was stopped: its buffers may be in use again
       comm->failedRank.store(k);
-      WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed or was "
-           "aborted)", a.opName, comm->name.c_str(), me, k);
+      WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
+           "aborted or destroyed)", a.opName, comm->name.c_str(), me, k);
       return fail(ncclRemoteError);
     }
     c.scalars[k] = s.scalar;

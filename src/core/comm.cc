@@ -241,7 +241,6 @@ void commFree(ncclComm* comm) {
   for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
   devStop(comm);   // the proxy of staged device operations uses the connections
   rmaStop(comm);   // so does the receiver of one-sided operations
-  comm->hostDirect.reset();  // after the windows, which use its slots
   {
     // Taken out under connMu, destroyed outside it: a connection's destructor
     // joins its proxy thread, which may be waiting for connMu in commSetError.
@@ -256,6 +255,7 @@ void commFree(ncclComm* comm) {
     }
   }
   comm->dev.reset();  // after the device connectors, whose release waits for the kernels
+  comm->hostDirect.reset();  // after the windows and the proxies, which may stop its slot (commSetError)
   for (Registration* r : comm->registrations) delete r;
   comm->bootstrap.reset();
   comm->magic = kCommDeadMagic;

@@ -8,6 +8,8 @@
  *             cross memory attach instead
  *   plain     processes, malloc'd buffers and no windows: cross memory attach
  *   plainthreads  threads, malloc'd buffers and no windows
+ *   forked    plain, but the parent used the library before it forked the
+ *             ranks: each child is a process of its own all the same
  *   mixed     procs, but rank 1 calls on malloc'd buffers outside the windows:
  *             the others reach its buffers through cross memory attach, it
  *             reaches theirs through the mapped windows
@@ -19,9 +21,10 @@
  *   dtype     the same with another datatype of the same size (int32 for float)
  *   abort     processes; rank 1 aborts its communicator and stays alive: the
  *             others' collective fails with ncclRemoteError in seconds
+ *   destroy   the same with ncclCommDestroy
  *   dead      processes; rank 1 exits instead of calling the collective: the
  *             others fail with ncclRemoteError in seconds, not at ACCL_TIMEOUT
- * All but the last four run every collective, in place and out of place, at
+ * All but the last five run every collective, in place and out of place, at
  * offsets inside the buffers, with sum, max, prod, avg and a PreMulSum whose
  * scalar differs by rank, checked element by element against exact integer
  * arithmetic; modes with windows then deregister them and run an allreduce
@@ -163,8 +166,8 @@ static void* runRank(void* arg) {
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
   const int threads = is("threads") || is("plainthreads");
-  const int windows = !is("plain") && !is("plainthreads");
-  const int shareable = !threads && !is("plain") && !(is("private") && rank == 1);
+  const int windows = !is("plain") && !is("plainthreads") && !is("forked");
+  const int shareable = !threads && windows && !(is("private") && rank == 1);
   const size_t bytes = ((size_t)nranks * COUNT + SKEW) * sizeof(float);
   float *sendWin, *recvWin;
   if (shareable) {
@@ -189,10 +192,10 @@ static void* runRank(void* arg) {
     ncclCommAbort(comm);
     return NULL;
   }
-  if (strcmp(mode, "dead") == 0 || strcmp(mode, "abort") == 0) {
-    if (rank == 1 && mode[0] == 'd') _exit(0);  /* before the collective: the others wait for it */
+  if (is("dead") || is("abort") || is("destroy")) {
+    if (rank == 1 && is("dead")) _exit(0);  /* before the collective: the others wait for it */
     if (rank == 1) {  /* stops its slot, and stays alive past the others' wait */
-      ncclCommAbort(comm);
+      CHECK((is("abort") ? ncclCommAbort(comm) : ncclCommDestroy(comm)) == ncclSuccess, "abort or destroy");
       sleep(8);
       return NULL;
     }
@@ -253,6 +256,11 @@ int main(int argc, char** argv) {
     for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
     for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
   } else {
+    if (is("forked")) {  /* the library's per-process state exists before the fork */
+      ncclComm_t one;
+      int dev = 0;
+      CHECK(ncclCommInitAll(&one, 1, &dev) == ncclSuccess && ncclCommDestroy(one) == ncclSuccess, "a 1-rank comm");
+    }
     CHECK(forkRanks(nranks, &id, runRank, is("nodirect") ? noDirectOnRank1 : is("nocma") ? noCmaOnRank1 : NULL) == 0,
           "a rank failed");
   }

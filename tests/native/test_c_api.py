@@ -211,6 +211,7 @@ DIRECT_MODES = {
     "private": ("on any buffer", "unmapped", "attach"),
     "plain": ("on any buffer", None, "attach"),
     "plainthreads": ("on any buffer", None, "process"),
+    "forked": ("on any buffer", None, "attach"),
     "mixed": ("on any buffer", "direct", "mixed"),
     "nocma": ("only on symmetric windows: rank 1 runs with ACCL_CMA=0", "direct", "windows"),
     "nodirect": ("no direct collectives: rank 1 runs with ACCL_DIRECT=0", None, None),
@@ -220,7 +221,7 @@ DIRECT_MODES = {
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("mode,nranks", [("threads", 2), ("threads", 3), ("procs", 2), ("procs", 3), ("procs", 4),
                                          ("private", 3), ("plain", 2), ("plain", 4), ("plainthreads", 3),
-                                         ("mixed", 3), ("nocma", 3), ("nodirect", 3)])
+                                         ("forked", 2), ("mixed", 3), ("nocma", 3), ("nodirect", 3)])
 def test_direct_collectives_in_host_mode(c_program, mode, nranks):
     # Every collective, in place and not, sum/max/prod/avg and a PreMulSum
     # whose scalar differs by rank, checked element by element; in windows
@@ -268,10 +269,12 @@ def test_direct_collective_mismatch_fails_every_rank(c_program, mode):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode,message", [("dead", "rank 1's process has died"),
                                           ("abort", "rank 1 stopped (its direct collective failed, or its "
-                                                    "communicator failed or was aborted)")])
+                                                    "communicator failed, was aborted or destroyed)"),
+                                          ("destroy", "rank 1 stopped (its direct collective failed, or its "
+                                                      "communicator failed, was aborted or destroyed)")])
 def test_direct_collective_sees_a_dead_or_aborted_rank_at_once(c_program, mode, message):
-    # Rank 1 exits ("dead"), or aborts its communicator and stays alive
-    # ("abort"), instead of calling the allreduce: ranks 0 and 2 fail with
+    # Rank 1 exits ("dead"), or aborts ("abort") or destroys ("destroy") its
+    # communicator and stays alive, instead of calling the allreduce: ranks 0 and 2 fail with
     # ncclRemoteError naming it within seconds, not at ACCL_TIMEOUT (60 s).
     p = run(c_program("host_direct"), mode, 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN",
                                                      "ACCL_TIMEOUT": "60"}, timeout=100)
