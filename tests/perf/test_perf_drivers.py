@@ -197,11 +197,13 @@ def test_symmetric_windows_of_several_ranks_per_thread(perf_bin):
     Table(p.stdout).assert_clean()
 
 
+@pytest.mark.parametrize("reg", ["2", "0"], ids=["windows", "plain"])
 @pytest.mark.parametrize("name", ["all_reduce", "all_gather", "broadcast", "reduce", "reduce_scatter"])
-def test_direct_collectives_between_processes(perf_bin, name):
-    """-R 2 under mpirun: ncclMemAlloc'd buffers (memfd) in symmetric windows
-    that every process maps, so the collectives run direct (coll/host_direct.h):
-    every datatype and op (and root), in place and out of place, 2 and 3
+def test_direct_collectives_between_processes(perf_bin, name, reg):
+    """Processes under mpirun run the direct collectives (coll/host_direct.h):
+    -R 2, ncclMemAlloc'd buffers (memfd) in symmetric windows that every
+    process maps; -R 0, plain buffers, reached through cross memory attach.
+    Every datatype and op (and root), in place and out of place, 2 and 3
     processes, and a size that leaves a tail after the chunks."""
     mpirun = shutil.which("mpirun")
     binary = perf_bin / f"{name}_perf"
@@ -212,11 +214,17 @@ def test_direct_collectives_between_processes(perf_bin, name):
                        ("3", ["-b", "8", "-e", "3000000", "-f", "7", "-d", "float"])):
         # ACCL_DIRECT_MIN_BYTES=0: the small sizes run direct too (by default they take the ring).
         cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", np_, "-x", "NCCL_SOCKET_IFNAME=lo", "-x",
-               "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT", "-x", "ACCL_DIRECT_MIN_BYTES=0", str(binary)] + SMALL + ["-R", "2", "-T", "60"] + extra
+               "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,COLL", "-x", "ACCL_DIRECT_MIN_BYTES=0",
+               str(binary)] + SMALL + ["-R", reg, "-T", "60"] + extra
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
         assert p.returncode == 0, p.stdout + p.stderr
         Table(p.stdout).assert_clean()
-        assert p.stderr.count("window #0: direct collectives") == int(np_), p.stderr[-3000:]
+        if reg == "2":
+            assert p.stderr.count("window #0: direct collectives") == int(np_), p.stderr[-3000:]
+        else:  # each rank's first direct call reached the others' buffers through cross memory attach only
+            first = re.findall(r"runs direct \(first such call\); other ranks' buffers: 0 in windows mapped here, "
+                               r"[1-9]\d* through cross memory attach, 0 in this process", p.stderr)
+            assert len(first) == int(np_), p.stderr[-3000:]
 
 
 @pytest.mark.parametrize("args,message", [
