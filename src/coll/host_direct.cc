@@ -33,19 +33,28 @@ size_t attachChunkBytes(int n) {
   return std::clamp<size_t>((size_t{1} << 20) / static_cast<size_t>(n) & ~size_t{4095}, 32 << 10, 128 << 10);
 }
 
-// A rank's slot, in the segment every rank maps (one cache line pair each).
-struct alignas(128) Slot {
-  std::atomic<uint64_t> published;  // the call whose buffers are below
-  std::atomic<uint64_t> finished;   // the last call whose part this rank moved
-  std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
-  std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
+// A call as a rank publishes it.
+struct CallDesc {
   int32_t kind, root, type, op;
   int32_t sendWin, recvWin;  // the windows the buffers lie in, or -1: sendAt/recvAt are addresses
   uint64_t bytes;            // the call's count in bytes
   uint64_t sendAt, recvAt;   // offsets in the windows, or addresses in the rank's process
   Scalar scalar;             // this rank's PreMulSum scalar, for its own input
 };
-static_assert(sizeof(Slot) == 128, "one slot per 128 bytes");
+
+// A rank's slot, in the segment every rank maps (two cache line pairs each).
+// Calls alternate between two descriptions: an inline call has no closing
+// barrier, so a rank may publish the next call while another still reads
+// this one's; it cannot publish the one after before every rank published
+// the next, that is, finished reading this one.
+struct alignas(128) Slot {
+  std::atomic<uint64_t> published;  // the call whose buffers are below
+  std::atomic<uint64_t> finished;   // the last call whose part this rank moved
+  std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
+  std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
+  CallDesc desc[2];                 // call c's is desc[c & 1]
+};
+static_assert(sizeof(Slot) == 256, "one slot per 256 bytes");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots are shared between processes");
 
 // Random, one per process, at a fixed address: ranks with the same key and
@@ -80,7 +89,11 @@ bool sameProcess(const ncclComm* comm, int k) {
   return p.processKey == me.processKey && p.pid == me.pid;
 }
 
-size_t segmentBytes(int n) { return static_cast<size_t>(n) * sizeof(Slot); }
+// Calls this small carry their input in the slots' segment itself: each rank
+// has two payloads of kInlineBytes after the slots, used by alternate calls.
+constexpr size_t kInlineBytes = 16384;
+
+size_t segmentBytes(int n) { return static_cast<size_t>(n) * (sizeof(Slot) + 2 * kInlineBytes); }
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagHostDirect); }
 
 const char* opName(OpKind k) {
@@ -115,13 +128,22 @@ bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
   return got == key;
 }
 
+// Rank k's buffer in a call, as this rank reaches it: `here`, an address in
+// this process (its own, a rank of this process, a window mapped here), or
+// else `there`, an address in rank k's process, through cross memory attach.
+struct Reach {
+  char* here = nullptr;
+  uint64_t there = 0;
+};
+
 }  // namespace
 
 class HostDirect {
  public:
   // `owner`: the segment's name, which this rank made and unlinks at the latest here.
   HostDirect(ncclComm* comm, void* map, size_t bytes, std::string owner = {})
-      : slots(static_cast<Slot*>(map)), comm_(comm), bytes_(bytes), owner_(std::move(owner)) {
+      : slots(static_cast<Slot*>(map)), in(comm->nranks), out(comm->nranks), scalars(comm->nranks),
+        order(comm->nranks), src(comm->nranks), comm_(comm), bytes_(bytes), owner_(std::move(owner)) {
     comm_->directStopWord.store(&slots[comm->rank].failed);
   }
   ~HostDirect() {
@@ -137,10 +159,22 @@ class HostDirect {
   }
 
   Slot* slots;
+  // Rank k's input of call `call`, when it runs inline.
+  char* payload(int k, uint64_t call) const {
+    char* base = reinterpret_cast<char*>(slots + comm_->nranks);
+    return base + (static_cast<size_t>(k) * 2 + (call & 1)) * kInlineBytes;
+  }
   uint64_t calls = 0;        // direct calls this rank made
   bool anyBuffer = false;    // every rank reaches every other's memory: calls need no windows
   bool announced = false;    // the first direct call's INFO line is out
+  bool announcedInline = false;  // and the first inline call's
   std::vector<char> scratch;  // chunks read through cross memory attach
+  // A call's per-rank state, sized once: a communicator runs one call at a
+  // time, and small calls should not pay for allocations.
+  std::vector<Reach> in, out;
+  std::vector<Scalar> scalars;
+  std::vector<int> order;
+  std::vector<const char*> src;
 
  private:
   ncclComm* comm_;
@@ -162,7 +196,11 @@ void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
   me->processKey = processKey();
   me->reachProbe = reinterpret_cast<uintptr_t>(&key);
   me->hostDirect = 0;
-  if (comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0) return;
+  // NCCL_ALGO leaves every call to the tuner's algorithms, as NCCL's leaves
+  // out the algorithms it does not name.
+  if (comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0 ||
+      paramString(Param::Algo)[0] != '\0')
+    return;
   if (comm->rank != 0) {
     me->hostDirect = 1;
     return;
@@ -186,7 +224,7 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
   if (!oneHost(comm) || off >= 0) {
     comm->hostDirect.reset();
     if (oneHost(comm) && me == 0)
-      INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0 or NCCL_SHM_DISABLE=1%s",
+      INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0, NCCL_SHM_DISABLE=1 or NCCL_ALGO%s",
            comm->name.c_str(), off, off == 0 ? ", or could not make their slots" : "");
     return ncclSuccess;
   }
@@ -296,14 +334,6 @@ void hostDirectDetach(ncclWindow_vidmem* win) {
 
 namespace {
 
-// Rank k's buffer in a call, as this rank reaches it: `here`, an address in
-// this process (its own, a rank of this process, a window mapped here), or
-// else `there`, an address in rank k's process, through cross memory attach.
-struct Reach {
-  char* here = nullptr;
-  uint64_t there = 0;
-};
-
 // The buffers of one call: every rank's input and output (both empty where no
 // other rank touches them), and scalars.
 struct Call {
@@ -312,8 +342,10 @@ struct Call {
   ncclComm* comm;
   int n, me;
   size_t esize;
-  std::vector<Reach> in, out;
-  std::vector<Scalar> scalars;
+  Reach *in, *out;
+  Scalar* scalars;
+  int* order;         // the order of the inputs of a reduction (n entries)
+  const char** src;   // a reduction's inputs (n entries)
   bool attached = false;  // some buffer is reached through cross memory attach
   char* scratch = nullptr;  // n + 1 chunks of chunkBytes, when attached
   size_t chunkBytes = kChunkBytes;
@@ -442,9 +474,9 @@ ncclResult_t movePart(const Call& c) {
   }
   // Reductions take the inputs in this order: the result's rank first (in place, its input is the output).
   const int dst = a.kind == CollKind::Reduce ? a.root : me;
-  std::vector<int> order(n);
+  int* order = c.order;
+  const char** src = c.src;
   for (int j = 0; j < n; ++j) order[j] = (dst + j) % n;
-  std::vector<const char*> src(n);
   for (size_t off = lo; off < hi; off += chunk) {
     if (c.comm->abortFlag.load(std::memory_order_relaxed)) return commAbortedResult(c.comm, a.opName);
     const size_t len = std::min(chunk, hi - off), bytes = len * es, at = off * es;
@@ -457,7 +489,7 @@ ncclResult_t movePart(const Call& c) {
         char* acc = c.out[dst].here ? c.out[dst].here + at : c.scratch + n * tmpBytes;
         const int next = (me + 1) % n;
         char* also = a.kind == CollKind::AllReduce && c.out[next].here ? c.out[next].here + at : nullptr;
-        reduceChunk(c, order.data(), src.data(), len, acc, also);
+        reduceChunk(c, order, src, len, acc, also);
         if (!c.out[dst].here) NCCLCHECK(c.write(dst, at, acc, bytes));
         for (int j = also ? 2 : 1; a.kind == CollKind::AllReduce && j < n; ++j)
           NCCLCHECK(c.write((me + j) % n, at, acc, bytes));
@@ -484,6 +516,38 @@ ncclResult_t movePart(const Call& c) {
   return ncclSuccess;
 }
 
+// A call of at most kInlineBytes: every rank computes its whole result from
+// the inputs in the slots' segment, in rank order (so every rank's result is
+// the same bits). The next call uses the other payloads, and the one after
+// starts only once every rank published the next (so had read these).
+void moveInline(const Call& c, const HostDirect& d, uint64_t call) {
+  const CollArgs& a = *c.a;
+  const int n = c.n, me = c.me;
+  const size_t bytes = a.count * c.esize;
+  char* out = static_cast<char*>(a.recvbuff);
+  int* order = c.order;
+  const char** src = c.src;
+  for (int k = 0; k < n; ++k) order[k] = k;
+  switch (a.kind) {
+    case CollKind::AllReduce:
+    case CollKind::Reduce:
+    case CollKind::ReduceScatter:
+      if (a.kind == CollKind::Reduce && me != a.root) break;
+      for (int k = 0; k < n; ++k)
+        src[k] = d.payload(k, call) + (a.kind == CollKind::ReduceScatter ? me * bytes : 0);
+      reduceChunk(c, order, src, a.count, out, nullptr);
+      break;
+    case CollKind::AllGather:
+      for (int k = 0; k < n; ++k) memcpy(out + k * bytes, d.payload(k, call), bytes);
+      break;
+    case CollKind::Broadcast:
+      if (out != a.sendbuff || me != a.root) memcpy(out, d.payload(a.root, call), bytes);
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
@@ -495,20 +559,24 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   const size_t esize = typeSize(a.type);
   const size_t sendBytes = a.count * esize * (a.kind == CollKind::ReduceScatter ? n : 1);
   const size_t recvBytes = a.count * esize * (a.kind == CollKind::AllGather ? n : 1);
-  // Small calls take the ring: as fast with a core per rank, and faster when
-  // ranks outnumber cores (two barriers then cost context switches). The
-  // sizes agree on every rank, so the ranks decide alike.
-  if (static_cast<int64_t>(std::max(sendBytes, recvBytes)) < paramInt(Param::DirectMinBytes)) return ncclSuccess;
+  // The sizes agree on every rank, so the ranks decide alike. The smallest
+  // calls run inline: their inputs travel in the slots' segment, and one
+  // barrier suffices. Calls between those and ACCL_DIRECT_MIN_BYTES take the
+  // ring: as fast with a core per rank, and faster when ranks outnumber cores
+  // (the direct path's two barriers then cost context switches).
+  const int64_t largest = static_cast<int64_t>(std::max(sendBytes, recvBytes));
+  const bool inlined = largest <= std::min<int64_t>(kInlineBytes, paramInt(Param::DirectInlineBytes));
+  if (!inlined && largest < paramInt(Param::DirectMinBytes)) return ncclSuccess;
   // Each buffer that others touch, as the others find it: in a window that
   // every rank mapped, or at its address. Without anyBuffer only windows do,
   // and NCCL's contract for NCCL_WIN_COLL_SYMMETRIC makes every rank decide alike.
   int sendWin = -1, recvWin = -1;
   size_t sendAt = reinterpret_cast<uintptr_t>(a.sendbuff), recvAt = reinterpret_cast<uintptr_t>(a.recvbuff);
-  if (sharesSend(a.kind, me, a.root) && !rmaFindSymmetric(comm, a.sendbuff, sendBytes, &sendWin, &sendAt) &&
-      !d->anyBuffer)
+  if (!inlined && sharesSend(a.kind, me, a.root) &&
+      !rmaFindSymmetric(comm, a.sendbuff, sendBytes, &sendWin, &sendAt) && !d->anyBuffer)
     return ncclSuccess;
-  if (sharesRecv(a.kind, me, a.root) && !rmaFindSymmetric(comm, a.recvbuff, recvBytes, &recvWin, &recvAt) &&
-      !d->anyBuffer)
+  if (!inlined && sharesRecv(a.kind, me, a.root) &&
+      !rmaFindSymmetric(comm, a.recvbuff, recvBytes, &recvWin, &recvAt) && !d->anyBuffer)
     return ncclSuccess;
   *ran = true;
   Slot& mine = d->slots[me];
@@ -531,16 +599,18 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
                   [call](const Slot& s) { return s.left.load() >= call || s.published.load() < call; }, false);
     return r;
   };
-  mine.kind = static_cast<int32_t>(a.kind);
-  mine.root = a.root;
-  mine.type = static_cast<int32_t>(a.type);
-  mine.op = static_cast<int32_t>(red.kind);
-  mine.bytes = a.count * esize;
-  mine.sendWin = sendWin;
-  mine.recvWin = recvWin;
-  mine.sendAt = sendAt;
-  mine.recvAt = recvAt;
-  mine.scalar = red.scalar;
+  CallDesc& desc = mine.desc[call & 1];
+  desc.kind = static_cast<int32_t>(a.kind);
+  desc.root = a.root;
+  desc.type = static_cast<int32_t>(a.type);
+  desc.op = static_cast<int32_t>(red.kind);
+  desc.bytes = a.count * esize;
+  desc.sendWin = sendWin;
+  desc.recvWin = recvWin;
+  desc.sendAt = sendAt;
+  desc.recvAt = recvAt;
+  desc.scalar = red.scalar;
+  if (inlined && (a.kind != CollKind::Broadcast || me == a.root)) memcpy(d->payload(me, call), a.sendbuff, sendBytes);
   mine.published.store(call);  // seq_cst: against fail()'s check of published
   ncclResult_t r = waitAll(comm, *d, a.opName, "to start",
                            [call](const Slot& s) { return s.published.load(std::memory_order_acquire) >= call; });
@@ -549,19 +619,21 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // Every rank sees the same slots, so a differing call is ncclInvalidUsage
   // on every rank; checked before the failures, which come and go by rank.
   for (int k = 0; k < n; ++k) {
-    const Slot& s = d->slots[k];
-    if (s.kind != mine.kind || s.bytes != mine.bytes || s.root != mine.root || s.type != mine.type ||
-        s.op != mine.op) {
+    const CallDesc& s = d->slots[k].desc[call & 1];
+    if (s.kind != desc.kind || s.bytes != desc.bytes || s.root != desc.root || s.type != desc.type ||
+        s.op != desc.op) {
       WARN("%s (%s, rank %d): rank %d runs %s of %llu bytes of %s, %s, root %d, where this rank runs %s of %llu "
            "bytes of %s, %s, root %d: every rank must make the same collective calls in the same order", a.opName,
            comm->name.c_str(), me, k, collName(static_cast<CollKind>(s.kind)),
            static_cast<unsigned long long>(s.bytes), typeName(static_cast<ncclDataType_t>(s.type)),
-           opName(static_cast<OpKind>(s.op)), s.root, collName(a.kind), static_cast<unsigned long long>(mine.bytes),
+           opName(static_cast<OpKind>(s.op)), s.root, collName(a.kind), static_cast<unsigned long long>(desc.bytes),
            typeName(a.type), opName(red.kind), a.root);
       return fail(ncclInvalidUsage);
     }
   }
-  Call c{&a, &red, comm, n, me, esize, std::vector<Reach>(n), std::vector<Reach>(n), std::vector<Scalar>(n)};
+  std::fill(d->in.begin(), d->in.end(), Reach{});
+  std::fill(d->out.begin(), d->out.end(), Reach{});
+  Call c{&a, &red, comm, n, me, esize, d->in.data(), d->out.data(), d->scalars.data(), d->order.data(), d->src.data()};
   int viaWindow = 0, viaAttach = 0, viaAddress = 0;  // other ranks' buffers, by how this rank reaches them
   // Rank k's buffer (window and offset, or address) as this rank reaches it.
   auto reach = [&](int k, int win, uint64_t at, Reach* to) {
@@ -589,17 +661,34 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   };
   for (int k = 0; k < n; ++k) {
     const Slot& s = d->slots[k];
-    if (s.failed.load()) {  // it published, then failed or was stopped: its buffers may be in use again
+    // It published, then failed or was stopped: its buffers may be in use
+    // again. Unless it left this call first: an inline call has no closing
+    // barrier, so a rank may finish it and destroy its communicator before
+    // this one looks (its input stays in the segment).
+    if (s.failed.load() && s.left.load() < call) {
       comm->failedRank.store(k);
       WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
            "aborted or destroyed)", a.opName, comm->name.c_str(), me, k);
       return fail(ncclRemoteError);
     }
-    c.scalars[k] = s.scalar;
-    if ((sharesSend(a.kind, k, a.root) || k == me) && !reach(k, s.sendWin, s.sendAt, &c.in[k]))
+    const CallDesc& sd = s.desc[call & 1];
+    c.scalars[k] = sd.scalar;
+    if (inlined) continue;
+    if ((sharesSend(a.kind, k, a.root) || k == me) && !reach(k, sd.sendWin, sd.sendAt, &c.in[k]))
       return fail(ncclInvalidUsage);
-    if ((sharesRecv(a.kind, k, a.root) || k == me) && !reach(k, s.recvWin, s.recvAt, &c.out[k]))
+    if ((sharesRecv(a.kind, k, a.root) || k == me) && !reach(k, sd.recvWin, sd.recvAt, &c.out[k]))
       return fail(ncclInvalidUsage);
+  }
+  if (inlined) {
+    if (!d->announcedInline) {
+      d->announcedInline = true;
+      INFO(kColl, "%s rank %d: %s runs inline (first such call): %zu bytes carried in the slots' segment",
+           comm->name.c_str(), me, a.opName, static_cast<size_t>(largest));
+    }
+    moveInline(c, *d, call);
+    mine.finished.store(call, std::memory_order_release);
+    mine.left.store(call, std::memory_order_release);
+    return ncclSuccess;
   }
   if (viaAttach > 0) {
     c.attached = true;

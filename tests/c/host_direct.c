@@ -19,12 +19,14 @@
  *   mismatch  processes; rank 1 passes another count: every rank fails with
  *             ncclInvalidUsage (the WARN names the rank)
  *   dtype     the same with another datatype of the same size (int32 for float)
+ *   smallmismatch  mismatch with 100 floats (the inline path)
  *   abort     processes; rank 1 aborts its communicator and stays alive: the
  *             others' collective fails with ncclRemoteError in seconds
  *   destroy   the same with ncclCommDestroy
  *   dead      processes; rank 1 exits instead of calling the collective: the
  *             others fail with ncclRemoteError in seconds, not at ACCL_TIMEOUT
- * All but the last five run every collective, in place and out of place, at
+ * All but the last six run 300 small calls of every collective (most of them
+ * inline), then every collective, in place and out of place, at
  * offsets inside the buffers, with sum, max, prod, avg and a PreMulSum whose
  * scalar differs by rank, checked element by element against exact integer
  * arithmetic; modes with windows then deregister them and run an allreduce
@@ -161,6 +163,56 @@ static void collectives(int rank, ncclComm_t comm, float* sendWin, float* recvWi
 
 static int is(const char* m) { return strcmp(mode, m) == 0; }
 
+/* 300 small calls back to back, each with other values: most run inline
+ * (their inputs carried in the slots' segment, no closing barrier), some on
+ * the ring, so a rank that ran ahead must not disturb a call another rank is
+ * still reading. Every result checked exactly. */
+static void smallCalls(int rank, ncclComm_t comm) {
+  float* send = malloc(MAXR * 1024 * sizeof(float));
+  float* recv = malloc(MAXR * 1024 * sizeof(float));
+  for (int call = 0; call < 300; ++call) {
+    const size_t n = 1 + (size_t)(call * 37) % 1000; /* up to 4000 bytes */
+    const int root = call % nranks;
+    for (size_t i = 0; i < (size_t)nranks * n; ++i) send[i] = (float)((rank + 1) * (call % 7 + 1) + (int)(i % 5));
+    float want;
+    switch (call % 5) {
+      case 0:
+        CHECK(ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "small allreduce");
+        for (size_t i = 0; i < n; ++i) {
+          want = 0;
+          for (int r = 0; r < nranks; ++r) want += (float)((r + 1) * (call % 7 + 1) + (int)(i % 5));
+          CHECK(recv[i] == want, "small allreduce %d: element %zu is %g, want %g", call, i, recv[i], want);
+        }
+        break;
+      case 1:
+        CHECK(ncclBroadcast(send, send, n, ncclFloat, root, comm, NULL) == ncclSuccess, "small broadcast");
+        for (size_t i = 0; i < n; ++i)
+          CHECK(send[i] == (float)((root + 1) * (call % 7 + 1) + (int)(i % 5)), "small broadcast %d: %zu", call, i);
+        break;
+      case 2:
+        CHECK(ncclReduce(send, recv, n, ncclFloat, ncclMax, root, comm, NULL) == ncclSuccess, "small reduce");
+        for (size_t i = 0; rank == root && i < n; ++i)
+          CHECK(recv[i] == (float)(nranks * (call % 7 + 1) + (int)(i % 5)), "small reduce %d: %zu", call, i);
+        break;
+      case 3:
+        CHECK(ncclAllGather(send, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "small allgather");
+        for (int r = 0; r < nranks; ++r)
+          for (size_t i = 0; i < n; ++i)
+            CHECK(recv[r * n + i] == (float)((r + 1) * (call % 7 + 1) + (int)(i % 5)), "small allgather %d", call);
+        break;
+      default:
+        CHECK(ncclReduceScatter(send, recv, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "small rs");
+        for (size_t i = 0; i < n; ++i) {
+          want = 0;
+          for (int r = 0; r < nranks; ++r) want += (float)((r + 1) * (call % 7 + 1) + (int)((rank * n + i) % 5));
+          CHECK(recv[i] == want, "small reducescatter %d: element %zu is %g, want %g", call, i, recv[i], want);
+        }
+    }
+  }
+  free(send);
+  free(recv);
+}
+
 static void* runRank(void* arg) {
   int rank = (int)(long)arg;
   ncclComm_t comm;
@@ -183,11 +235,12 @@ static void* runRank(void* arg) {
     CHECK(ncclCommWindowRegister(comm, recvWin, bytes, &wr, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
   }
 
-  if (strcmp(mode, "mismatch") == 0 || strcmp(mode, "dtype") == 0) {
+  if (is("mismatch") || is("dtype") || is("smallmismatch")) {
     fill(sendWin, rank, COUNT);
-    const int odd = rank == 1 && mode[0] == 'm';
-    const ncclDataType_t type = rank == 1 && mode[0] == 'd' ? ncclInt32 : ncclFloat;
-    ncclResult_t r = ncclAllReduce(sendWin, recvWin, COUNT + odd, type, ncclSum, comm, NULL);
+    const int odd = rank == 1 && !is("dtype");
+    const ncclDataType_t type = rank == 1 && is("dtype") ? ncclInt32 : ncclFloat;
+    const size_t count = is("smallmismatch") ? 100 : COUNT; /* 400 bytes: inline */
+    ncclResult_t r = ncclAllReduce(sendWin, recvWin, count + odd, type, ncclSum, comm, NULL);
     CHECK(r == ncclInvalidUsage, "a call that differs on rank 1 gave %d, not ncclInvalidUsage", r);
     ncclCommAbort(comm);
     return NULL;
@@ -210,6 +263,7 @@ static void* runRank(void* arg) {
     return NULL;
   }
 
+  smallCalls(rank, comm);
   if (is("mixed") && rank == 1) {  /* its buffers of the calls lie outside the windows */
     float* send = malloc(bytes);
     float* recv = malloc(bytes);

@@ -244,6 +244,8 @@ def test_direct_collectives_in_host_mode(c_program, mode, nranks):
         r"rank (\d+): ncclAllReduce runs direct \(first such call\); other ranks' buffers: (\d+) in windows mapped "
         r"here, (\d+) through cross memory attach, (\d+) in this process", p.stderr)}
     others = 2 * (nranks - 1)  # every other rank's input and output
+    inline = len(re.findall(r"rank \d+: \w+ runs inline \(first such call\)", p.stderr))
+    assert inline == (0 if reach is None else nranks), p.stderr[-4000:]  # the small calls, inline
     if reach is None:
         assert first == {}, p.stderr[-4000:]
         return
@@ -254,7 +256,7 @@ def test_direct_collectives_in_host_mode(c_program, mode, nranks):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", ["mismatch", "dtype"])
+@pytest.mark.parametrize("mode", ["mismatch", "dtype", "smallmismatch"])
 def test_direct_collective_mismatch_fails_every_rank(c_program, mode):
     # Rank 1 passes another count ("mismatch") or another datatype of the same
     # size ("dtype"): ncclInvalidUsage on every rank, each WARN naming a rank.
