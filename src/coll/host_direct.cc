@@ -166,6 +166,8 @@ class HostDirect {
   }
   uint64_t calls = 0;        // direct calls this rank made
   bool anyBuffer = false;    // every rank reaches every other's memory: calls need no windows
+  int64_t inlineBytes = 0;   // calls up to this size run inline (every rank's agreed bound)
+  int64_t minBytes = 0;      // calls from this size run direct (likewise)
   bool announced = false;    // the first direct call's INFO line is out
   bool announcedInline = false;  // and the first inline call's
   std::vector<char> scratch;  // chunks read through cross memory attach
@@ -239,10 +241,12 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
     int32_t slots;      // this rank mapped the slots
     int32_t unreached;  // a rank whose process this one cannot attach to (itself: ACCL_CMA=0), or -1
     int32_t err;        // errno of the attempt
+    int64_t inlineBytes, minBytes;  // this rank's ACCL_DIRECT_INLINE_BYTES and ACCL_DIRECT_MIN_BYTES
   };
   std::vector<Report> all(n);
   Report& mine = all[me];
-  mine = {comm->hostDirect != nullptr, -1, 0};
+  mine = {comm->hostDirect != nullptr, -1, 0,
+          std::min<int64_t>(kInlineBytes, paramInt(Param::DirectInlineBytes)), paramInt(Param::DirectMinBytes)};
   for (int q = 0; q < n && mine.unreached < 0; ++q) {
     if (q == me || sameProcess(comm, q)) continue;
     if (paramInt(Param::Cma) == 0) {
@@ -264,6 +268,15 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
   while (who < n && all[who].unreached < 0) ++who;
   HostDirect& d = *comm->hostDirect;
   d.anyBuffer = who == n;
+  // Which path a call takes depends on its size alone, so every rank must
+  // use the same bounds: a rank inline and another not would each think the
+  // other's part done. The smallest inline bound, the largest direct one.
+  d.inlineBytes = all[0].inlineBytes;
+  d.minBytes = all[0].minBytes;
+  for (const Report& rep : all) {
+    d.inlineBytes = std::min(d.inlineBytes, rep.inlineBytes);
+    d.minBytes = std::max(d.minBytes, rep.minBytes);
+  }
   if (me != 0) return ncclSuccess;
   if (d.anyBuffer) {
     INFO(kInit, "%s: direct collectives on any buffer (%d ranks on this host; those of other processes reached "
@@ -565,8 +578,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // ring: as fast with a core per rank, and faster when ranks outnumber cores
   // (the direct path's two barriers then cost context switches).
   const int64_t largest = static_cast<int64_t>(std::max(sendBytes, recvBytes));
-  const bool inlined = largest <= std::min<int64_t>(kInlineBytes, paramInt(Param::DirectInlineBytes));
-  if (!inlined && largest < paramInt(Param::DirectMinBytes)) return ncclSuccess;
+  const bool inlined = largest <= d->inlineBytes;
+  if (!inlined && largest < d->minBytes) return ncclSuccess;
   // Each buffer that others touch, as the others find it: in a window that
   // every rank mapped, or at its address. Without anyBuffer only windows do,
   // and NCCL's contract for NCCL_WIN_COLL_SYMMETRIC makes every rank decide alike.
@@ -631,8 +644,10 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
       return fail(ncclInvalidUsage);
     }
   }
-  std::fill(d->in.begin(), d->in.end(), Reach{});
-  std::fill(d->out.begin(), d->out.end(), Reach{});
+  if (!inlined) {
+    std::fill(d->in.begin(), d->in.end(), Reach{});
+    std::fill(d->out.begin(), d->out.end(), Reach{});
+  }
   Call c{&a, &red, comm, n, me, esize, d->in.data(), d->out.data(), d->scalars.data(), d->order.data(), d->src.data()};
   int viaWindow = 0, viaAttach = 0, viaAddress = 0;  // other ranks' buffers, by how this rank reaches them
   // Rank k's buffer (window and offset, or address) as this rank reaches it.
@@ -662,10 +677,11 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   for (int k = 0; k < n; ++k) {
     const Slot& s = d->slots[k];
     // It published, then failed or was stopped: its buffers may be in use
-    // again. Unless it left this call first: an inline call has no closing
-    // barrier, so a rank may finish it and destroy its communicator before
-    // this one looks (its input stays in the segment).
-    if (s.failed.load() && s.left.load() < call) {
+    // again. Unless it finished this inline call first: with no closing
+    // barrier, a rank may finish one and destroy its communicator before this
+    // one looks (its input stays in the segment). `left` would not do: a
+    // failed call sets it too.
+    if (s.failed.load() && !(inlined && s.finished.load() >= call)) {
       comm->failedRank.store(k);
       WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
            "aborted or destroyed)", a.opName, comm->name.c_str(), me, k);

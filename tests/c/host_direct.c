@@ -10,6 +10,10 @@
  *   plainthreads  threads, malloc'd buffers and no windows
  *   forked    plain, but the parent used the library before it forked the
  *             ranks: each child is a process of its own all the same
+ *   bounds    plain, but rank 1 sets ACCL_DIRECT_INLINE_BYTES=0 and
+ *             ACCL_DIRECT_MIN_BYTES=4096: the ranks agree on the bounds at
+ *             init (none inline, direct from 4096 bytes), so they agree on
+ *             every call's path
  *   mixed     procs, but rank 1 calls on malloc'd buffers outside the windows:
  *             the others reach its buffers through cross memory attach, it
  *             reaches theirs through the mapped windows
@@ -25,7 +29,10 @@
  *   destroy   the same with ncclCommDestroy
  *   dead      processes; rank 1 exits instead of calling the collective: the
  *             others fail with ncclRemoteError in seconds, not at ACCL_TIMEOUT
- * All but the last six run 300 small calls of every collective (most of them
+ *   late      2 processes, plain buffers; rank 1 (ACCL_TIMEOUT=1) times out
+ *             waiting for rank 0, which calls 3 s late: rank 0 fails too and
+ *             must not write into rank 1's output, which its caller owns again
+ * All but the last seven run 300 small calls of every collective (most of them
  * inline), then every collective, in place and out of place, at
  * offsets inside the buffers, with sum, max, prod, avg and a PreMulSum whose
  * scalar differs by rank, checked element by element against exact integer
@@ -218,7 +225,7 @@ static void* runRank(void* arg) {
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
   const int threads = is("threads") || is("plainthreads");
-  const int windows = !is("plain") && !is("plainthreads") && !is("forked");
+  const int windows = !is("plain") && !is("plainthreads") && !is("forked") && !is("late") && !is("bounds");
   const int shareable = !threads && windows && !(is("private") && rank == 1);
   const size_t bytes = ((size_t)nranks * COUNT + SKEW) * sizeof(float);
   float *sendWin, *recvWin;
@@ -243,6 +250,29 @@ static void* runRank(void* arg) {
     ncclResult_t r = ncclAllReduce(sendWin, recvWin, count + odd, type, ncclSum, comm, NULL);
     CHECK(r == ncclInvalidUsage, "a call that differs on rank 1 gave %d, not ncclInvalidUsage", r);
     ncclCommAbort(comm);
+    return NULL;
+  }
+  if (is("late")) {  /* 2 ranks, plain buffers of 4 MB: direct, through cross memory attach */
+    const size_t count = 1 << 20;
+    float* send = malloc(count * sizeof(float));
+    float* recv = malloc(count * sizeof(float));
+    fill(send, rank, count);
+    if (rank == 0) {
+      sleep(3);
+      ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, NULL);
+      CHECK(r == ncclRemoteError, "the late rank's allreduce gave %d, not ncclRemoteError", r);
+    } else {
+      ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, NULL);
+      CHECK(r == ncclTimeout, "waiting for the late rank gave %d, not ncclTimeout", r);
+      for (size_t i = 0; i < count; ++i) recv[i] = -1; /* the caller owns its output again */
+      sleep(5);
+      for (size_t i = 0; i < count; ++i)
+        CHECK(recv[i] == -1, "element %zu of the output changed after the failed call returned", i);
+      printf("OK: the late rank left the output alone\n");
+    }
+    ncclCommAbort(comm);
+    free(send);
+    free(recv);
     return NULL;
   }
   if (is("dead") || is("abort") || is("destroy")) {
@@ -299,6 +329,17 @@ static void noCmaOnRank1(int r) {
   if (r == 1) setenv("ACCL_CMA", "0", 1);
 }
 
+static void otherBoundsOnRank1(int r) {
+  if (r == 1) {
+    setenv("ACCL_DIRECT_INLINE_BYTES", "0", 1);
+    setenv("ACCL_DIRECT_MIN_BYTES", "4096", 1);
+  }
+}
+
+static void shortTimeoutOnRank1(int r) {
+  if (r == 1) setenv("ACCL_TIMEOUT", "1", 1);
+}
+
 int main(int argc, char** argv) {
   int rank = 0;
   CHECK(argc == 3 && atoi(argv[2]) >= 2 && atoi(argv[2]) <= MAXR, "usage: host_direct MODE N (2 <= N <= %d)", MAXR);
@@ -315,7 +356,8 @@ int main(int argc, char** argv) {
       int dev = 0;
       CHECK(ncclCommInitAll(&one, 1, &dev) == ncclSuccess && ncclCommDestroy(one) == ncclSuccess, "a 1-rank comm");
     }
-    CHECK(forkRanks(nranks, &id, runRank, is("nodirect") ? noDirectOnRank1 : is("nocma") ? noCmaOnRank1 : NULL) == 0,
+    CHECK(forkRanks(nranks, &id, runRank, is("nodirect") ? noDirectOnRank1 : is("nocma") ? noCmaOnRank1 : is("late") ? shortTimeoutOnRank1
+                                   : is("bounds") ? otherBoundsOnRank1 : NULL) == 0,
           "a rank failed");
   }
   printf("OK: %d ranks\n", nranks);

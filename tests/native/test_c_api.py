@@ -212,6 +212,7 @@ DIRECT_MODES = {
     "plain": ("on any buffer", None, "attach"),
     "plainthreads": ("on any buffer", None, "process"),
     "forked": ("on any buffer", None, "attach"),
+    "bounds": ("on any buffer", None, "attach"),
     "mixed": ("on any buffer", "direct", "mixed"),
     "nocma": ("only on symmetric windows: rank 1 runs with ACCL_CMA=0", "direct", "windows"),
     "nodirect": ("no direct collectives: rank 1 runs with ACCL_DIRECT=0", None, None),
@@ -221,7 +222,7 @@ DIRECT_MODES = {
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("mode,nranks", [("threads", 2), ("threads", 3), ("procs", 2), ("procs", 3), ("procs", 4),
                                          ("private", 3), ("plain", 2), ("plain", 4), ("plainthreads", 3),
-                                         ("forked", 2), ("mixed", 3), ("nocma", 3), ("nodirect", 3)])
+                                         ("forked", 2), ("bounds", 3), ("mixed", 3), ("nocma", 3), ("nodirect", 3)])
 def test_direct_collectives_in_host_mode(c_program, mode, nranks):
     # Every collective, in place and not, sum/max/prod/avg and a PreMulSum
     # whose scalar differs by rank, checked element by element; in windows
@@ -245,7 +246,8 @@ def test_direct_collectives_in_host_mode(c_program, mode, nranks):
         r"here, (\d+) through cross memory attach, (\d+) in this process", p.stderr)}
     others = 2 * (nranks - 1)  # every other rank's input and output
     inline = len(re.findall(r"rank \d+: \w+ runs inline \(first such call\)", p.stderr))
-    assert inline == (0 if reach is None else nranks), p.stderr[-4000:]  # the small calls, inline
+    # The small calls run inline, unless a rank's ACCL_DIRECT_INLINE_BYTES=0 ("bounds") holds for all.
+    assert inline == (0 if reach is None or mode == "bounds" else nranks), p.stderr[-4000:]
     if reach is None:
         assert first == {}, p.stderr[-4000:]
         return
@@ -253,6 +255,18 @@ def test_direct_collectives_in_host_mode(c_program, mode, nranks):
         want = {"process": (0, 0, others), "windows": (others, 0, 0), "attach": (0, others, 0),
                 "mixed": (others, 0, 0) if r == 1 else (others - 2, 2, 0)}[reach]
         assert first.get(r) == want, (r, p.stderr[-4000:])
+
+
+@pytest.mark.timeout(120)
+def test_failed_direct_call_leaves_the_output_alone(c_program):
+    # Rank 1 times out (ACCL_TIMEOUT=1) waiting for rank 0, which calls a
+    # 4 MB allreduce 3 s late: rank 0 must see rank 1 stopped and fail, not
+    # write rank 1's output, which rank 1's caller owns again.
+    p = run(c_program("host_direct"), "late", 2, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
+            timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert "OK: the late rank left the output alone" in p.stdout
+    assert "rank 1 stopped" in p.stderr, p.stderr[-3000:]
 
 
 @pytest.mark.timeout(120)
