@@ -1,8 +1,5 @@
-// Direct collectives in host mode (coll/host_direct.h says what and when).
-#include "coll/host_direct.h"
-
-#include <sys/mman.h>
-#include <sys/random.h>
+// Direct collectives in host mode: the calls (coll/host_direct.h says what
+// and when; host_direct_setup.cc makes the state they use).
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -10,15 +7,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
-#include <string>
-#include <utility>
+#include <vector>
 
+#include "coll/host_direct_state.h"
 #include "coll/rma.h"
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/wait.h"
-#include "transport/connection.h"
 
 namespace accl {
 namespace {
@@ -32,69 +27,6 @@ constexpr size_t kChunkBytes = 32 << 10;
 size_t attachChunkBytes(int n) {
   return std::clamp<size_t>((size_t{1} << 20) / static_cast<size_t>(n) & ~size_t{4095}, 32 << 10, 128 << 10);
 }
-
-// A call as a rank publishes it.
-struct CallDesc {
-  int32_t kind, root, type, op;
-  int32_t sendWin, recvWin;  // the windows the buffers lie in, or -1: sendAt/recvAt are addresses
-  uint64_t bytes;            // the call's count in bytes
-  uint64_t sendAt, recvAt;   // offsets in the windows, or addresses in the rank's process
-  Scalar scalar;             // this rank's PreMulSum scalar, for its own input
-};
-
-// A rank's slot, in the segment every rank maps (two cache line pairs each).
-// Calls alternate between two descriptions: an inline call has no closing
-// barrier, so a rank may publish the next call while another still reads
-// this one's; it cannot publish the one after before every rank published
-// the next, that is, finished reading this one.
-struct alignas(128) Slot {
-  std::atomic<uint64_t> published;  // the call whose buffers are below
-  std::atomic<uint64_t> finished;   // the last call whose part this rank moved
-  std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
-  std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
-  CallDesc desc[2];                 // call c's is desc[c & 1]
-};
-static_assert(sizeof(Slot) == 256, "one slot per 256 bytes");
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots are shared between processes");
-
-// Random, one per process, at a fixed address: ranks with the same key and
-// pid share an address space (pids alone repeat across pid namespaces). A
-// peer that reads the key at that address through cross memory attach has
-// reached this very process. A child of fork() makes a key of its own.
-std::mutex keyMu;
-uint64_t key = 0;
-pid_t keyPid = 0;
-uint64_t processKey() {
-  std::lock_guard<std::mutex> lock(keyMu);
-  if (keyPid != getpid()) {
-    keyPid = getpid();
-    uint64_t k = 0;
-    if (getrandom(&k, sizeof(k), 0) != sizeof(k))
-      k = (static_cast<uint64_t>(keyPid) << 32) ^ static_cast<uint64_t>(Deadline::Clock::now().time_since_epoch().count());
-    key = k | 1;  // never 0, which a failed read leaves
-  }
-  return key;
-}
-
-// Every rank on one host: what all ranks know alike.
-bool oneHost(const ncclComm* comm) {
-  if (comm->nranks < 2) return false;
-  for (const PeerInfo& p : comm->peers)
-    if (p.hostHash != comm->peers[comm->rank].hostHash) return false;
-  return true;
-}
-
-bool sameProcess(const ncclComm* comm, int k) {
-  const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
-  return p.processKey == me.processKey && p.pid == me.pid;
-}
-
-// Calls this small carry their input in the slots' segment itself: each rank
-// has two payloads of kInlineBytes after the slots, used by alternate calls.
-constexpr size_t kInlineBytes = 16384;
-
-size_t segmentBytes(int n) { return static_cast<size_t>(n) * (sizeof(Slot) + 2 * kInlineBytes); }
-std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagHostDirect); }
 
 const char* opName(OpKind k) {
   switch (k) {
@@ -117,235 +49,6 @@ bool sharesRecv(CollKind c, int k, int root) {
   return c == CollKind::AllReduce || c == CollKind::AllGather || c == CollKind::Broadcast ||
          (c == CollKind::Reduce && k == root);
 }
-
-// This rank can read process `pid`'s memory: it reads the peer's process key
-// at the address the peer gave. errno says why not.
-bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
-  uint64_t got = 0;
-  iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(keyAddr), sizeof(got)};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) return false;
-  if (got != key) errno = ESRCH;  // another process with that pid (another pid namespace)
-  return got == key;
-}
-
-// Rank k's buffer in a call, as this rank reaches it: `here`, an address in
-// this process (its own, a rank of this process, a window mapped here), or
-// else `there`, an address in rank k's process, through cross memory attach.
-struct Reach {
-  char* here = nullptr;
-  uint64_t there = 0;
-};
-
-}  // namespace
-
-class HostDirect {
- public:
-  // `owner`: the segment's name, which this rank made and unlinks at the latest here.
-  HostDirect(ncclComm* comm, void* map, size_t bytes, std::string owner = {})
-      : slots(static_cast<Slot*>(map)), in(comm->nranks), out(comm->nranks), scalars(comm->nranks),
-        order(comm->nranks), src(comm->nranks), comm_(comm), bytes_(bytes), owner_(std::move(owner)) {
-    comm_->directStopWord.store(&slots[comm->rank].failed);
-  }
-  ~HostDirect() {
-    slots[comm_->rank].failed.store(1);  // destroyed: a peer in a direct call leaves it at once
-    comm_->directStopWord.store(nullptr);
-    munmap(slots, bytes_);
-    unlink();
-  }
-  // Every rank has mapped the segment: its name is no longer needed.
-  void unlink() {
-    if (!owner_.empty()) shm_unlink(owner_.c_str());
-    owner_.clear();
-  }
-
-  Slot* slots;
-  // Rank k's input of call `call`, when it runs inline.
-  char* payload(int k, uint64_t call) const {
-    char* base = reinterpret_cast<char*>(slots + comm_->nranks);
-    return base + (static_cast<size_t>(k) * 2 + (call & 1)) * kInlineBytes;
-  }
-  uint64_t calls = 0;        // direct calls this rank made
-  bool anyBuffer = false;    // every rank reaches every other's memory: calls need no windows
-  int64_t inlineBytes = 0;   // calls up to this size run inline (every rank's agreed bound)
-  int64_t minBytes = 0;      // calls from this size run direct (likewise)
-  bool announced = false;    // the first direct call's INFO line is out
-  bool announcedInline = false;  // and the first inline call's
-  std::vector<char> scratch;  // chunks read through cross memory attach
-  // A call's per-rank state, sized once: a communicator runs one call at a
-  // time, and small calls should not pay for allocations.
-  std::vector<Reach> in, out;
-  std::vector<Scalar> scalars;
-  std::vector<int> order;
-  std::vector<const char*> src;
-
- private:
-  ncclComm* comm_;
-  size_t bytes_;
-  std::string owner_;
-};
-
-void HostDirectDeleter::operator()(HostDirect* d) const { delete d; }
-
-HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
-  HostDirectExport e{};
-  e.share = hostShareFind(buff, bytes);
-  e.addr = reinterpret_cast<uintptr_t>(buff);
-  e.bytes = bytes;
-  return e;
-}
-
-void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
-  me->processKey = processKey();
-  me->reachProbe = reinterpret_cast<uintptr_t>(&key);
-  me->hostDirect = 0;
-  // NCCL_ALGO leaves every call to the tuner's algorithms, as NCCL's leaves
-  // out the algorithms it does not name.
-  if (comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0 ||
-      paramString(Param::Algo)[0] != '\0')
-    return;
-  if (comm->rank != 0) {
-    me->hostDirect = 1;
-    return;
-  }
-  // Rank 0 makes the slots before the allgather, so that the others can open
-  // them after it; it unlinks them once all did, or at once when the ranks
-  // are not all on this host.
-  void* map = nullptr;
-  const size_t bytes = segmentBytes(comm->nranks);
-  if (shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) != ncclSuccess) return;  // WARNed: the ring
-  memset(map, 0, bytes);
-  comm->hostDirect.reset(new HostDirect(comm, map, bytes, segmentName(comm)));
-  me->hostDirect = 1;
-}
-
-ncclResult_t hostDirectInit(ncclComm* comm) {
-  const int n = comm->nranks, me = comm->rank;
-  int off = -1;
-  for (int q = 0; q < n && off < 0; ++q)
-    if (!comm->peers[q].hostDirect) off = q;
-  if (!oneHost(comm) || off >= 0) {
-    comm->hostDirect.reset();
-    if (oneHost(comm) && me == 0)
-      INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0, NCCL_SHM_DISABLE=1 or NCCL_ALGO%s",
-           comm->name.c_str(), off, off == 0 ? ", or could not make their slots" : "");
-    return ncclSuccess;
-  }
-  if (me != 0) {
-    void* map = nullptr;
-    const size_t bytes = segmentBytes(n);
-    if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess)
-      comm->hostDirect.reset(new HostDirect(comm, map, bytes));
-  }
-  // Each rank tries to attach to every process of another rank.
-  struct Report {
-    int32_t slots;      // this rank mapped the slots
-    int32_t unreached;  // a rank whose process this one cannot attach to (itself: ACCL_CMA=0), or -1
-    int32_t err;        // errno of the attempt
-    int64_t inlineBytes, minBytes;  // this rank's ACCL_DIRECT_INLINE_BYTES and ACCL_DIRECT_MIN_BYTES
-  };
-  std::vector<Report> all(n);
-  Report& mine = all[me];
-  mine = {comm->hostDirect != nullptr, -1, 0,
-          std::min<int64_t>(kInlineBytes, paramInt(Param::DirectInlineBytes)), paramInt(Param::DirectMinBytes)};
-  for (int q = 0; q < n && mine.unreached < 0; ++q) {
-    if (q == me || sameProcess(comm, q)) continue;
-    if (paramInt(Param::Cma) == 0) {
-      mine.unreached = me;
-    } else if (!canAttach(comm->peers[q].pid, comm->peers[q].reachProbe, comm->peers[q].processKey)) {
-      mine.unreached = q;
-      mine.err = errno;
-    }
-  }
-  NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Report)));
-  if (comm->hostDirect) comm->hostDirect->unlink();  // rank 0: every rank opened it (or failed to) before the allgather
-  for (int q = 0; q < n; ++q) {
-    if (all[q].slots) continue;
-    comm->hostDirect.reset();
-    if (me == 0) INFO(kInit, "%s: no direct collectives: rank %d could not map their slots", comm->name.c_str(), q);
-    return ncclSuccess;
-  }
-  int who = 0;
-  while (who < n && all[who].unreached < 0) ++who;
-  HostDirect& d = *comm->hostDirect;
-  d.anyBuffer = who == n;
-  // Which path a call takes depends on its size alone, so every rank must
-  // use the same bounds: a rank inline and another not would each think the
-  // other's part done. The smallest inline bound, the largest direct one.
-  d.inlineBytes = all[0].inlineBytes;
-  d.minBytes = all[0].minBytes;
-  for (const Report& rep : all) {
-    d.inlineBytes = std::min(d.inlineBytes, rep.inlineBytes);
-    d.minBytes = std::max(d.minBytes, rep.minBytes);
-  }
-  if (me != 0) return ncclSuccess;
-  if (d.anyBuffer) {
-    INFO(kInit, "%s: direct collectives on any buffer (%d ranks on this host; those of other processes reached "
-         "through cross memory attach)", comm->name.c_str(), n);
-  } else if (all[who].unreached == who) {
-    INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d runs with ACCL_CMA=0",
-         comm->name.c_str(), who);
-  } else {
-    INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d cannot attach to rank %d's process "
-         "(process_vm_readv: %s; see ptrace's access rules)", comm->name.c_str(), who, all[who].unreached,
-         strerror(all[who].err));
-  }
-  return ncclSuccess;
-}
-
-ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std::vector<HostDirectExport>& all) {
-  HostDirect* d = comm->hostDirect.get();
-  if (!d) return ncclSuccess;  // init said why
-  const int n = comm->nranks, me = comm->rank;
-  int32_t unreached = -1;  // the rank whose part this rank cannot map
-  std::vector<char*> bases(n, nullptr);
-  for (int q = 0; q < n && unreached < 0; ++q) {
-    const HostDirectExport& e = all[q];
-    if (e.bytes == 0) continue;  // no window on rank q: its buffers are never shared
-    if (q == me) {
-      bases[q] = static_cast<char*>(win->base);
-    } else if (sameProcess(comm, q)) {
-      bases[q] = reinterpret_cast<char*>(e.addr);
-    } else if (e.share.fd < 0) {
-      unreached = q;  // not ncclMemAlloc's memory: no way to map it
-    } else {
-      void* mapping = nullptr;
-      size_t bytes = 0;
-      if (hostShareMap(e.share, &bases[q], &mapping, &bytes) != ncclSuccess) unreached = q;
-      else win->hostMaps.push_back({mapping, bytes});
-    }
-  }
-  std::vector<int32_t> unreachedBy(n, -1);
-  unreachedBy[me] = unreached;
-  ncclResult_t r = comm->bootstrap->allgather(unreachedBy.data(), sizeof(int32_t));
-  int who = 0;
-  while (who < n && unreachedBy[who] < 0) ++who;
-  if (r != ncclSuccess || who < n) {
-    hostDirectDetach(win);
-    if (r == ncclSuccess)
-      INFO(kInit, "%s rank %d: window #%d: rank %d cannot map rank %d's part (windows of other processes must be "
-           "ncclMemAlloc memory): collectives on it %s", comm->name.c_str(), me, win->index, who, unreachedBy[who],
-           d->anyBuffer ? "reach its buffers as they do any others" : "take the ring");
-    return r;
-  }
-  win->hostPeerBase = std::move(bases);
-  win->hostDirect = true;
-  INFO(kInit, "%s rank %d: window #%d: direct collectives (%d ranks on this host)", comm->name.c_str(), me,
-       win->index, n);
-  return ncclSuccess;
-}
-
-void hostDirectStop(ncclComm* comm) {
-  if (std::atomic<int32_t>* word = comm->directStopWord.load()) word->store(1);
-}
-
-void hostDirectDetach(ncclWindow_vidmem* win) {
-  for (const auto& m : win->hostMaps) hostShareUnmap(m.first, m.second);
-  win->hostMaps.clear();
-  win->hostPeerBase.clear();
-  win->hostDirect = false;
-}
-
-namespace {
 
 // The buffers of one call: every rank's input and output (both empty where no
 // other rank touches them), and scalars.

@@ -1,0 +1,234 @@
+// Direct collectives in host mode: the communicator's setup at init, and
+// the windows' mapping at registration (coll/host_direct.h).
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coll/host_direct_state.h"
+#include "coll/rma.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/wait.h"
+#include "transport/connection.h"
+
+namespace accl {
+namespace {
+
+// Random, one per process, at a fixed address: ranks with the same key and
+// pid share an address space (pids alone repeat across pid namespaces). A
+// peer that reads the key at that address through cross memory attach has
+// reached this very process. A child of fork() makes a key of its own.
+std::mutex keyMu;
+uint64_t key = 0;
+pid_t keyPid = 0;
+uint64_t processKey() {
+  std::lock_guard<std::mutex> lock(keyMu);
+  if (keyPid != getpid()) {
+    keyPid = getpid();
+    uint64_t k = 0;
+    if (getrandom(&k, sizeof(k), 0) != sizeof(k))
+      k = (static_cast<uint64_t>(keyPid) << 32) ^ static_cast<uint64_t>(Deadline::Clock::now().time_since_epoch().count());
+    key = k | 1;  // never 0, which a failed read leaves
+  }
+  return key;
+}
+
+// Every rank on one host: what all ranks know alike.
+bool oneHost(const ncclComm* comm) {
+  if (comm->nranks < 2) return false;
+  for (const PeerInfo& p : comm->peers)
+    if (p.hostHash != comm->peers[comm->rank].hostHash) return false;
+  return true;
+}
+
+size_t segmentBytes(int n) { return static_cast<size_t>(n) * (sizeof(Slot) + 2 * kInlineBytes); }
+std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagHostDirect); }
+
+// This rank can read process `pid`'s memory: it reads the peer's process key
+// at the address the peer gave. errno says why not.
+bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
+  uint64_t got = 0;
+  iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(keyAddr), sizeof(got)};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) return false;
+  if (got != key) errno = ESRCH;  // another process with that pid (another pid namespace)
+  return got == key;
+}
+
+}  // namespace
+
+bool sameProcess(const ncclComm* comm, int k) {
+  const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
+  return p.processKey == me.processKey && p.pid == me.pid;
+}
+
+void HostDirectDeleter::operator()(HostDirect* d) const { delete d; }
+
+HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
+  HostDirectExport e{};
+  e.share = hostShareFind(buff, bytes);
+  e.addr = reinterpret_cast<uintptr_t>(buff);
+  e.bytes = bytes;
+  return e;
+}
+
+void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
+  me->processKey = processKey();
+  me->reachProbe = reinterpret_cast<uintptr_t>(&key);
+  me->hostDirect = 0;
+  // NCCL_ALGO leaves every call to the tuner's algorithms, as NCCL's leaves
+  // out the algorithms it does not name.
+  if (comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0 ||
+      paramString(Param::Algo)[0] != '\0')
+    return;
+  if (comm->rank != 0) {
+    me->hostDirect = 1;
+    return;
+  }
+  // Rank 0 makes the slots before the allgather, so that the others can open
+  // them after it; it unlinks them once all did, or at once when the ranks
+  // are not all on this host.
+  void* map = nullptr;
+  const size_t bytes = segmentBytes(comm->nranks);
+  if (shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) != ncclSuccess) return;  // WARNed: the ring
+  memset(map, 0, bytes);
+  comm->hostDirect.reset(new HostDirect(comm, map, bytes, segmentName(comm)));
+  me->hostDirect = 1;
+}
+
+ncclResult_t hostDirectInit(ncclComm* comm) {
+  const int n = comm->nranks, me = comm->rank;
+  int off = -1;
+  for (int q = 0; q < n && off < 0; ++q)
+    if (!comm->peers[q].hostDirect) off = q;
+  if (!oneHost(comm) || off >= 0) {
+    comm->hostDirect.reset();
+    if (oneHost(comm) && me == 0)
+      INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0, NCCL_SHM_DISABLE=1 or NCCL_ALGO%s",
+           comm->name.c_str(), off, off == 0 ? ", or could not make their slots" : "");
+    return ncclSuccess;
+  }
+  if (me != 0) {
+    void* map = nullptr;
+    const size_t bytes = segmentBytes(n);
+    if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess)
+      comm->hostDirect.reset(new HostDirect(comm, map, bytes));
+  }
+  // Each rank tries to attach to every process of another rank.
+  struct Report {
+    int32_t slots;      // this rank mapped the slots
+    int32_t unreached;  // a rank whose process this one cannot attach to (itself: ACCL_CMA=0), or -1
+    int32_t err;        // errno of the attempt
+    int64_t inlineBytes, minBytes;  // this rank's ACCL_DIRECT_INLINE_BYTES and ACCL_DIRECT_MIN_BYTES
+  };
+  std::vector<Report> all(n);
+  Report& mine = all[me];
+  mine = {comm->hostDirect != nullptr, -1, 0,
+          std::min<int64_t>(kInlineBytes, paramInt(Param::DirectInlineBytes)), paramInt(Param::DirectMinBytes)};
+  for (int q = 0; q < n && mine.unreached < 0; ++q) {
+    if (q == me || sameProcess(comm, q)) continue;
+    if (paramInt(Param::Cma) == 0) {
+      mine.unreached = me;
+    } else if (!canAttach(comm->peers[q].pid, comm->peers[q].reachProbe, comm->peers[q].processKey)) {
+      mine.unreached = q;
+      mine.err = errno;
+    }
+  }
+  NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Report)));
+  if (comm->hostDirect) comm->hostDirect->unlink();  // rank 0: every rank opened it (or failed to) before the allgather
+  for (int q = 0; q < n; ++q) {
+    if (all[q].slots) continue;
+    comm->hostDirect.reset();
+    if (me == 0) INFO(kInit, "%s: no direct collectives: rank %d could not map their slots", comm->name.c_str(), q);
+    return ncclSuccess;
+  }
+  int who = 0;
+  while (who < n && all[who].unreached < 0) ++who;
+  HostDirect& d = *comm->hostDirect;
+  d.anyBuffer = who == n;
+  // Which path a call takes depends on its size alone, so every rank must
+  // use the same bounds: a rank inline and another not would each think the
+  // other's part done. The smallest inline bound, the largest direct one.
+  d.inlineBytes = all[0].inlineBytes;
+  d.minBytes = all[0].minBytes;
+  for (const Report& rep : all) {
+    d.inlineBytes = std::min(d.inlineBytes, rep.inlineBytes);
+    d.minBytes = std::max(d.minBytes, rep.minBytes);
+  }
+  if (me != 0) return ncclSuccess;
+  if (d.anyBuffer) {
+    INFO(kInit, "%s: direct collectives on any buffer (%d ranks on this host; those of other processes reached "
+         "through cross memory attach)", comm->name.c_str(), n);
+  } else if (all[who].unreached == who) {
+    INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d runs with ACCL_CMA=0",
+         comm->name.c_str(), who);
+  } else {
+    INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d cannot attach to rank %d's process "
+         "(process_vm_readv: %s; see ptrace's access rules)", comm->name.c_str(), who, all[who].unreached,
+         strerror(all[who].err));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std::vector<HostDirectExport>& all) {
+  HostDirect* d = comm->hostDirect.get();
+  if (!d) return ncclSuccess;  // init said why
+  const int n = comm->nranks, me = comm->rank;
+  int32_t unreached = -1;  // the rank whose part this rank cannot map
+  std::vector<char*> bases(n, nullptr);
+  for (int q = 0; q < n && unreached < 0; ++q) {
+    const HostDirectExport& e = all[q];
+    if (e.bytes == 0) continue;  // no window on rank q: its buffers are never shared
+    if (q == me) {
+      bases[q] = static_cast<char*>(win->base);
+    } else if (sameProcess(comm, q)) {
+      bases[q] = reinterpret_cast<char*>(e.addr);
+    } else if (e.share.fd < 0) {
+      unreached = q;  // not ncclMemAlloc's memory: no way to map it
+    } else {
+      void* mapping = nullptr;
+      size_t bytes = 0;
+      if (hostShareMap(e.share, &bases[q], &mapping, &bytes) != ncclSuccess) unreached = q;
+      else win->hostMaps.push_back({mapping, bytes});
+    }
+  }
+  std::vector<int32_t> unreachedBy(n, -1);
+  unreachedBy[me] = unreached;
+  ncclResult_t r = comm->bootstrap->allgather(unreachedBy.data(), sizeof(int32_t));
+  int who = 0;
+  while (who < n && unreachedBy[who] < 0) ++who;
+  if (r != ncclSuccess || who < n) {
+    hostDirectDetach(win);
+    if (r == ncclSuccess)
+      INFO(kInit, "%s rank %d: window #%d: rank %d cannot map rank %d's part (windows of other processes must be "
+           "ncclMemAlloc memory): collectives on it %s", comm->name.c_str(), me, win->index, who, unreachedBy[who],
+           d->anyBuffer ? "reach its buffers as they do any others" : "take the ring");
+    return r;
+  }
+  win->hostPeerBase = std::move(bases);
+  win->hostDirect = true;
+  INFO(kInit, "%s rank %d: window #%d: direct collectives (%d ranks on this host)", comm->name.c_str(), me,
+       win->index, n);
+  return ncclSuccess;
+}
+
+void hostDirectStop(ncclComm* comm) {
+  if (std::atomic<int32_t>* word = comm->directStopWord.load()) word->store(1);
+}
+
+void hostDirectDetach(ncclWindow_vidmem* win) {
+  for (const auto& m : win->hostMaps) hostShareUnmap(m.first, m.second);
+  win->hostMaps.clear();
+  win->hostPeerBase.clear();
+  win->hostDirect = false;
+}
+
+}  // namespace accl

@@ -1,0 +1,104 @@
+// Internal to the host direct collectives (coll/host_direct.h): the slots
+// that every rank of the host maps, and a communicator's state. Shared by
+// host_direct_setup.cc (init, windows) and host_direct.cc (the calls).
+#pragma once
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coll/host_direct.h"
+#include "core/comm.h"
+
+namespace accl {
+
+// Calls this small carry their input in the slots' segment itself: each rank
+// has two payloads of kInlineBytes after the slots, used by alternate calls.
+constexpr size_t kInlineBytes = 16384;
+
+// A call as a rank publishes it.
+struct CallDesc {
+  int32_t kind, root, type, op;
+  int32_t sendWin, recvWin;  // the windows the buffers lie in, or -1: sendAt/recvAt are addresses
+  uint64_t bytes;            // the call's count in bytes
+  uint64_t sendAt, recvAt;   // offsets in the windows, or addresses in the rank's process
+  Scalar scalar;             // this rank's PreMulSum scalar, for its own input
+};
+
+// A rank's slot, in the segment every rank maps (two cache line pairs each).
+// Calls alternate between two descriptions: an inline call has no closing
+// barrier, so a rank may publish the next call while another still reads
+// this one's; it cannot publish the one after before every rank published
+// the next, that is, finished reading this one.
+struct alignas(128) Slot {
+  std::atomic<uint64_t> published;  // the call whose buffers are below
+  std::atomic<uint64_t> finished;   // the last call whose part this rank moved
+  std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
+  std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
+  CallDesc desc[2];                 // call c's is desc[c & 1]
+};
+static_assert(sizeof(Slot) == 256, "one slot per 256 bytes");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots are shared between processes");
+
+// Rank k's buffer in a call, as this rank reaches it: `here`, an address in
+// this process (its own, a rank of this process, a window mapped here), or
+// else `there`, an address in rank k's process, through cross memory attach.
+struct Reach {
+  char* here = nullptr;
+  uint64_t there = 0;
+};
+
+// Ranks k and this one share an address space.
+bool sameProcess(const ncclComm* comm, int k);
+
+class HostDirect {
+ public:
+  // `owner`: the segment's name, which this rank made and unlinks at the latest here.
+  HostDirect(ncclComm* comm, void* map, size_t bytes, std::string owner = {})
+      : slots(static_cast<Slot*>(map)), in(comm->nranks), out(comm->nranks), scalars(comm->nranks),
+        order(comm->nranks), src(comm->nranks), comm_(comm), bytes_(bytes), owner_(std::move(owner)) {
+    comm_->directStopWord.store(&slots[comm->rank].failed);
+  }
+  ~HostDirect() {
+    slots[comm_->rank].failed.store(1);  // destroyed: a peer in a direct call leaves it at once
+    comm_->directStopWord.store(nullptr);
+    munmap(slots, bytes_);
+    unlink();
+  }
+  // Every rank has mapped the segment: its name is no longer needed.
+  void unlink() {
+    if (!owner_.empty()) shm_unlink(owner_.c_str());
+    owner_.clear();
+  }
+
+  Slot* slots;
+  // Rank k's input of call `call`, when it runs inline.
+  char* payload(int k, uint64_t call) const {
+    char* base = reinterpret_cast<char*>(slots + comm_->nranks);
+    return base + (static_cast<size_t>(k) * 2 + (call & 1)) * kInlineBytes;
+  }
+  uint64_t calls = 0;        // direct calls this rank made
+  bool anyBuffer = false;    // every rank reaches every other's memory: calls need no windows
+  int64_t inlineBytes = 0;   // calls up to this size run inline (every rank's agreed bound)
+  int64_t minBytes = 0;      // calls from this size run direct (likewise)
+  bool announced = false;    // the first direct call's INFO line is out
+  bool announcedInline = false;  // and the first inline call's
+  std::vector<char> scratch;  // chunks read through cross memory attach
+  // A call's per-rank state, sized once: a communicator runs one call at a
+  // time, and small calls should not pay for allocations.
+  std::vector<Reach> in, out;
+  std::vector<Scalar> scalars;
+  std::vector<int> order;
+  std::vector<const char*> src;
+
+ private:
+  ncclComm* comm_;
+  size_t bytes_;
+  std::string owner_;
+};
+
+}  // namespace accl
