@@ -42,13 +42,14 @@ struct HostDirectDeleter {
 };
 using HostDirectPtr = std::unique_ptr<HostDirect, HostDirectDeleter>;
 
-// Communicator init, host mode, collective. Before the peers' allgather: rank
-// 0 makes the slots' segment, and each rank fills in what the others need to
-// know (me->hostDirect, me->reachProbe). After it: every rank maps the slots
-// and tries to attach to every other process; then all learn together whether
-// the communicator runs direct collectives (comm->hostDirect) and whether on
-// any buffer or only on symmetric windows. Only a failing bootstrap is an
-// error: anything else leaves the collectives on the ring (INFO says why).
+// Communicator init, collective. Before the peers' allgather each rank fills
+// in what the others need to know (me->hostDirect, processKey, reachProbe).
+// After it, when every rank is on this host and runs them: rank 0 makes the
+// slots' segment, the others map it, every rank tries to attach to every
+// other process, and all learn together whether the communicator runs
+// direct collectives (comm->hostDirect) and whether on any buffer or only on
+// symmetric windows. Only a failing bootstrap is an error: anything else
+// leaves the collectives on the ring (INFO says why).
 void hostDirectPrepare(ncclComm* comm, PeerInfo* me);
 ncclResult_t hostDirectInit(ncclComm* comm);
 

@@ -86,22 +86,8 @@ void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
   me->hostDirect = 0;
   // NCCL_ALGO leaves every call to the tuner's algorithms, as NCCL's leaves
   // out the algorithms it does not name.
-  if (comm->nranks < 2 || paramInt(Param::Direct) == 0 || paramInt(Param::ShmDisable) != 0 ||
-      paramString(Param::Algo)[0] != '\0')
-    return;
-  if (comm->rank != 0) {
-    me->hostDirect = 1;
-    return;
-  }
-  // Rank 0 makes the slots before the allgather, so that the others can open
-  // them after it; it unlinks them once all did, or at once when the ranks
-  // are not all on this host.
-  void* map = nullptr;
-  const size_t bytes = segmentBytes(comm->nranks);
-  if (shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) != ncclSuccess) return;  // WARNed: the ring
-  memset(map, 0, bytes);
-  comm->hostDirect.reset(new HostDirect(comm, map, bytes, segmentName(comm)));
-  me->hostDirect = 1;
+  me->hostDirect = comm->nranks >= 2 && paramInt(Param::Direct) != 0 && paramInt(Param::ShmDisable) == 0 &&
+                   paramString(Param::Algo)[0] == '\0';
 }
 
 ncclResult_t hostDirectInit(ncclComm* comm) {
@@ -112,16 +98,23 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
   if (!oneHost(comm) || off >= 0) {
     comm->hostDirect.reset();
     if (oneHost(comm) && me == 0)
-      INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0, NCCL_SHM_DISABLE=1 or NCCL_ALGO%s",
-           comm->name.c_str(), off, off == 0 ? ", or could not make their slots" : "");
+      INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0, NCCL_SHM_DISABLE=1 or NCCL_ALGO",
+           comm->name.c_str(), off);
     return ncclSuccess;
   }
-  if (me != 0) {
-    void* map = nullptr;
-    const size_t bytes = segmentBytes(n);
-    if (shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess)
-      comm->hostDirect.reset(new HostDirect(comm, map, bytes));
+  // Rank 0 makes the slots; the others open them once an allgather says it
+  // did. Rank 0 unlinks the name after the next allgather, when all have.
+  const size_t bytes = segmentBytes(n);
+  std::vector<int32_t> made(n, 0);
+  void* map = nullptr;
+  if (me == 0 && shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess) {  // else WARNed
+    memset(map, 0, bytes);
+    comm->hostDirect.reset(new HostDirect(comm, map, bytes, segmentName(comm)));
+    made[0] = 1;
   }
+  NCCLCHECK(comm->bootstrap->allgather(made.data(), sizeof(int32_t)));
+  if (me != 0 && made[0] && shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess)
+    comm->hostDirect.reset(new HostDirect(comm, map, bytes));
   // Each rank tries to attach to every process of another rank.
   struct Report {
     int32_t slots;      // this rank mapped the slots

@@ -184,10 +184,6 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   me.pid = getpid();
   me.hostHash = hostHash();
   if (getrandom(&me.nonce, sizeof(me.nonce), 0) != sizeof(me.nonce)) me.nonce = static_cast<uint64_t>(getpid());
-  // Unique per communicator (names its shm segments), agreed by all ranks
-  // after the allgather; rank 0 knows it before (it names the slots below).
-  auto hashOf = [&id](uint64_t rank0Nonce) { return fnv1a(&rank0Nonce, sizeof(uint64_t), fnv1a(&id, sizeof(id))); };
-  if (rank == 0) comm->commHash = hashOf(me.nonce);
   me.cudaDev = comm->cudaDev;
   me.deviceMode = comm->deviceMode;
   if (comm->deviceMode) NCCLCHECK(devProbe(comm, &me));
@@ -196,7 +192,8 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   comm->peers.assign(nranks, PeerInfo());
   comm->peers[rank] = me;
   NCCLCHECK(comm->bootstrap->allgather(comm->peers.data(), sizeof(PeerInfo)));
-  comm->commHash = hashOf(comm->peers[0].nonce);
+  // Unique per communicator (names its shm segments), agreed by all ranks.
+  comm->commHash = fnv1a(&comm->peers[0].nonce, sizeof(uint64_t), fnv1a(&id, sizeof(id)));
   if (comm->config.commName.empty()) {
     char name[64];
     snprintf(name, sizeof(name), "comm %016llx", static_cast<unsigned long long>(comm->commHash));
