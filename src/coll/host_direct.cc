@@ -62,8 +62,7 @@ struct Call {
   Scalar* scalars;
   int* order;         // the order of the inputs of a reduction (n entries)
   const char** src;   // a reduction's inputs (n entries)
-  bool attached = false;  // some buffer is reached through cross memory attach
-  char* scratch = nullptr;  // n + 1 chunks of chunkBytes, when attached
+  char* scratch = nullptr;  // n + 1 chunks of chunkBytes, when some buffer is reached through cross memory attach
   size_t chunkBytes = kChunkBytes;
 
   // Rank k's input bytes [at, at + bytes): where this process reads them
@@ -410,7 +409,6 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     return ncclSuccess;
   }
   if (viaAttach > 0) {
-    c.attached = true;
     c.chunkBytes = attachChunkBytes(n);
     d->scratch.resize((n + 1) * c.chunkBytes);
     c.scratch = d->scratch.data();

@@ -83,7 +83,6 @@ HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
 void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
   me->processKey = processKey();
   me->reachProbe = reinterpret_cast<uintptr_t>(&key);
-  me->hostDirect = 0;
   // NCCL_ALGO leaves every call to the tuner's algorithms, as NCCL's leaves
   // out the algorithms it does not name.
   me->hostDirect = comm->nranks >= 2 && paramInt(Param::Direct) != 0 && paramInt(Param::ShmDisable) == 0 &&
@@ -95,9 +94,9 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
   int off = -1;
   for (int q = 0; q < n && off < 0; ++q)
     if (!comm->peers[q].hostDirect) off = q;
-  if (!oneHost(comm) || off >= 0) {
-    comm->hostDirect.reset();
-    if (oneHost(comm) && me == 0)
+  const bool together = oneHost(comm);
+  if (!together || off >= 0) {
+    if (together && me == 0)
       INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0, NCCL_SHM_DISABLE=1 or NCCL_ALGO",
            comm->name.c_str(), off);
     return ncclSuccess;
