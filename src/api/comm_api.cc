@@ -275,10 +275,12 @@ extern "C" ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, siz
     WARN("ncclCommRegister: %s is NULL", handle ? "buff" : "handle");
     return ncclInvalidArgument;
   }
-  // Both executors copy through connector FIFOs (host memory or device slots),
-  // so registration only records the buffer, host or device; the handle is
-  // checked on deregistration.
+  // The executors copy through connector FIFOs (host memory or device slots),
+  // so registration records the buffer (the handle is checked on
+  // deregistration); ranks of several processes on one GPU also share a device
+  // buffer's allocation, for the direct collectives (coll/dev_share.h).
   auto* reg = new accl::Registration{buff, size};
+  accl::devRegister(comm, reg);
   comm->registrations.insert(reg);
   *handle = reg;
   return ncclSuccess;
@@ -295,7 +297,9 @@ extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle)
          "(or was already deregistered)", handle);
     return ncclInvalidArgument;
   }
+  const ncclResult_t r = accl::devDeregister(comm, reg);
   delete reg;
+  NCCLCHECK(r);
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommDeregister")
 }

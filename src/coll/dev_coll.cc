@@ -214,9 +214,8 @@ ncclResult_t devCheck(ncclComm* comm) {
         break;
       case kDevAsymmetric:
         err = ncclInvalidUsage;
-        WARN("%s (rank %d, device %d): rank %d's %s buffer of a collective is not in a window this rank knows (with "
-             "ranks in several processes, direct collectives need every rank's buffers in windows registered with "
-             "NCCL_WIN_COLL_SYMMETRIC; do all ranks call the same collective with the same root?)",
+        WARN("%s (rank %d, device %d): rank %d's %s buffer of a direct collective is not mapped in this process (do "
+             "all ranks call the same collective with the same root?)",
              comm->name.c_str(), comm->rank, comm->cudaDev, s.peer, s.isSend ? "receive" : "send");
         break;
       default:
@@ -307,26 +306,41 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   w.sendCh = ipcChannels(d.ringSend);  // the direct algorithm watches their abort flags
   w.recvCh = ipcChannels(d.ringRecv);
   if (!w.sendCh || !w.recvCh) return ncclInternalError;
-  // Direct: every rank in this process, or buffers in symmetric windows.
-  bool direct = d.direct != nullptr;
-  if (direct) {
-    for (int k = 0; k < n; ++k) w.slots[k] = d.direct + k;
-  } else if (d.directBlocks > 0) {
-    const size_t sendBytes = a.kind == CollKind::ReduceScatter ? total : a.count * esize;
-    const size_t recvBytes = a.kind == CollKind::AllGather ? total : a.count * esize;
-    direct = rmaDevDirect(comm, rmaDevOf(comm), &w, sendBytes, recvBytes);
-    if (direct && !d.windowDirectSeen) {
-      d.windowDirectSeen = true;
-      INFO(kColl, "%s rank %d: %s runs as a direct collective on symmetric windows (first such call)",
-           comm->name.c_str(), comm->rank, a.opName);
+  // Direct: every rank in this process; or ranks in several processes whose
+  // kernels decide at run time between direct and the ring, by where the
+  // buffers are mapped.
+  int blocks = w.nChannels;
+  if (d.direct || d.share) {
+    if (d.direct) {
+      for (int k = 0; k < n; ++k) w.slots[k] = d.direct + k;
+    } else {
+      const size_t sendBytes = a.kind == CollKind::ReduceScatter ? total : a.count * esize;
+      const size_t recvBytes = a.kind == CollKind::AllGather ? total : a.count * esize;
+      rmaDevDirect(comm, rmaDevOf(comm), &w, sendBytes, recvBytes);
+      NCCLCHECK(devSharePrepare(comm, d.share.get(), &w, sendBytes, recvBytes));
     }
-  }
-  if (direct) {  // blocks split each rank's part (total / n bytes)
+    // Blocks split each rank's part (total / n bytes); every rank runs as many.
     const size_t perRank = total / n;
-    w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((perRank + kDirectBytesPerBlock - 1) /
-                                                                            kDirectBytesPerBlock, d.directBlocks)));
+    const int direct = static_cast<int>(std::max<size_t>(1, std::min<size_t>((perRank + kDirectBytesPerBlock - 1) /
+                                                                                 kDirectBytesPerBlock, d.directBlocks)));
+    if (d.direct) w.nChannels = direct;
+    blocks = std::max(direct, w.nChannels);  // the ring, if the ranks agree on it, runs on the first nChannels
   }
-  return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, w.nChannels, s); });
+  return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, blocks, s); });
+}
+
+void devRegister(ncclComm* comm, Registration* reg) {
+  if (!comm->dev || !comm->dev->share || !devBuffer(reg->buff)) return;
+  if (cudaSetDevice(comm->cudaDev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  devShareRegister(comm, comm->dev->share.get(), reg);
+}
+
+ncclResult_t devDeregister(ncclComm* comm, Registration* reg) {
+  if (!comm->dev || !comm->dev->share) return ncclSuccess;
+  return devShareDeregister(comm, comm->dev->share.get(), reg);
 }
 
 ncclResult_t devMemAlloc(void** ptr, size_t size) {
@@ -482,6 +496,8 @@ ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInt
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
 bool devQueuesOnly(const ncclComm*, const std::vector<CollArgs>&) { return false; }
 ncclResult_t devMemAlloc(void**, size_t) { return ncclInternalError; }
+void devRegister(ncclComm*, Registration*) {}
+ncclResult_t devDeregister(ncclComm*, Registration*) { return ncclSuccess; }
 bool devMemFree(void*) { return false; }
 ncclResult_t devCheck(ncclComm* comm) { return static_cast<ncclResult_t>(comm->asyncError.load()); }
 ncclResult_t devWait(ncclComm*) { return ncclSuccess; }

@@ -4,11 +4,10 @@
 // buffer addresses at run time through a table in device memory that every
 // rank of the communicator shares; this file makes that table (one per
 // communicator, found by the communicator's hash, which all its ranks share)
-// and frees it with the last rank. Ranks in several processes cannot read each
-// other's buffers without mapping them through CUDA IPC, which costs too much
-// per call: they use the direct collectives only on buffers in windows
-// registered with NCCL_WIN_COLL_SYMMETRIC, mapped once (coll/rma_dev.cc), and
-// the ring otherwise.
+// and frees it with the last rank. Ranks in several processes reach each
+// other's buffers only where they are mapped through CUDA IPC: in windows
+// registered with NCCL_WIN_COLL_SYMMETRIC (coll/rma_dev.cc) or in allocations
+// registered with ncclCommRegister (coll/dev_share.h); other calls take the ring.
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <unistd.h>
 
@@ -53,8 +52,14 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
   const int64_t want = oneProcess ? paramInt(Param::DirectBlocks) : 0;
   d.directBlocks = std::max(1, want > 0 ? static_cast<int>(std::min<int64_t>(want, d.smCount / n)) : d.smCount / n);
   if (!oneProcess) {
-    INFO(kInit, "%s rank %d: direct collectives on symmetric windows (%d ranks on device %d), %d block(s) per rank",
-         comm->name.c_str(), comm->rank, n, comm->cudaDev, d.directBlocks);
+    NCCLCHECK(devShareSetup(comm, &d.share));
+    if (!d.share) {
+      d.directBlocks = 0;
+      return ncclSuccess;
+    }
+    INFO(kInit, "%s rank %d: direct collectives on symmetric windows and registered buffers (%d ranks in several "
+         "processes on device %d), %d block(s) per rank", comm->name.c_str(), comm->rank, n, comm->cudaDev,
+         d.directBlocks);
     return ncclSuccess;
   }
   std::lock_guard<std::mutex> lock(tablesMu);
@@ -80,6 +85,10 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
 
 void devDirectRelease(ncclComm* comm) {
   DevState* d = comm->dev.get();
+  if (d && d->share) {
+    devShareReport(comm, d->share.get());
+    d->share.reset();
+  }
   if (!d || !d->direct) return;
   std::lock_guard<std::mutex> lock(tablesMu);
   auto it = tables().find(comm->commHash);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "coll/dev_share.h"
 #include "core/comm.h"
 #include "device/dev_comm.h"
 #include "device/dev_types.h"
@@ -34,11 +35,11 @@ struct DevState {
   Connection* ringRecv = nullptr;
   // All ranks on this GPU: the blocks each rank's direct collectives may run
   // at once (0: no direct collectives), and, when all are in this process, the
-  // slot table they share (coll/dev_direct.cc). Ranks of several processes use
-  // their symmetric windows' slots instead (coll/rma_dev.cc).
+  // slot table they share (coll/dev_direct.cc); when they are in several, the
+  // slots and registrations they share through CUDA IPC (coll/dev_share.h).
   int directBlocks = 0;
   DevDirectSlot* direct = nullptr;
-  bool windowDirectSeen = false;  // a collective ran direct on windows (logged once)
+  DevSharePtr share;
   // Between hosts: the proxy that runs staged operations (made on first use).
   std::unique_ptr<Stager, StagerDeleter> stager;
 };

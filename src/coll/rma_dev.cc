@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "coll/dev_ipc.h"
 #include "coll/dev_state.h"
 #include "coll/rma.h"
 #include "device/dev_launch.h"
@@ -31,86 +32,13 @@ class RmaDev {
   std::vector<void*> opened;           // IPC mappings of the peers' arrays
   cudaStream_t landStream = nullptr;   // the receiver thread's copies and signals (puts from other hosts)
   // Direct collectives on symmetric windows (ranks of several processes on
-  // one GPU): every rank's slot, which follows its signal array, as mapped
-  // here; and the device table of every rank's window of each index.
-  DevDirectSlot* slots[kDevMaxDirect] = {};
+  // one GPU): the device table of every rank's window of each index.
   char** winBases = nullptr;  // kDevMaxDirectWindows x kDevMaxDirect, device memory
-
-  static size_t slotOffset(int n) { return (2 * n * sizeof(uint64_t) + 127) / 128 * 128; }
 };
 
 void RmaDevDeleter::operator()(RmaDev* d) const { delete d; }
 
 namespace {
-
-// cudaIpcOpenMemHandle maps an allocation once per process; windows of one
-// allocation (and several communicators) share the mapping, counted here.
-struct Mapping {
-  void* base;
-  int users;
-};
-std::mutex mapsMu;
-std::map<std::string, Mapping>& maps() {
-  static auto* m = new std::map<std::string, Mapping>();  // never destroyed: windows may outlive static destructors
-  return *m;
-}
-
-ncclResult_t ipcOpen(ncclComm* comm, const char* handle, int peer, void** out) {
-  std::lock_guard<std::mutex> lock(mapsMu);
-  std::string key(handle, sizeof(cudaIpcMemHandle_t));
-  key += std::to_string(comm->cudaDev);  // mapped into this device's context
-  auto it = maps().find(key);
-  if (it != maps().end()) {
-    ++it->second.users;
-    *out = it->second.base;
-    return ncclSuccess;
-  }
-  cudaIpcMemHandle_t h;
-  memcpy(&h, handle, sizeof h);
-  void* p = nullptr;
-  cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("ncclCommWindowRegister (%s, rank %d): cannot map rank %d's window through CUDA IPC: %s",
-         comm->name.c_str(), comm->rank, peer, cudaGetErrorString(e));
-    return ncclUnhandledCudaError;
-  }
-  maps()[key] = Mapping{p, 1};
-  *out = p;
-  return ncclSuccess;
-}
-
-void ipcClose(void* base) {
-  std::lock_guard<std::mutex> lock(mapsMu);
-  for (auto it = maps().begin(); it != maps().end(); ++it) {
-    if (it->second.base != base) continue;
-    if (--it->second.users == 0) {
-      (void)cudaIpcCloseMemHandle(base);
-      (void)cudaGetLastError();
-      maps().erase(it);
-    }
-    return;
-  }
-}
-
-// The allocation `p` lies in (cudaIpcGetMemHandle shares whole allocations).
-bool allocationBase(const void* p, char** base) {
-  using GetRange = int (*)(unsigned long long*, size_t*, unsigned long long);
-  static GetRange fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    (void)cudaGetLastError();
-    return reinterpret_cast<GetRange>(f);
-  }();
-  unsigned long long b = 0;
-  size_t size = 0;
-  if (!fn || fn(&b, &size, reinterpret_cast<unsigned long long>(p)) != 0) return false;
-  *base = reinterpret_cast<char*>(b);
-  return true;
-}
 
 bool sameProcess(const ncclComm* comm, int q) {
   const PeerInfo &me = comm->peers[comm->rank], &p = comm->peers[q];
@@ -175,7 +103,7 @@ ncclResult_t RmaDev::init() {
   // Before the registration's allgather: no rank waits before every rank of
   // this process has loaded the signal kernel.
   CUDACHECK(devLoadRmaKernels(), "loading the one-sided kernels", comm_);
-  const size_t bytes = slotOffset(comm_->nranks) + sizeof(DevDirectSlot);  // signals, consumed, the direct slot
+  const size_t bytes = 2 * comm_->nranks * sizeof(uint64_t);  // signals, consumed
   void* p = nullptr;
   CUDACHECK(cudaMalloc(&p, bytes), "cudaMalloc (signals)", comm_);
   signals = static_cast<uint64_t*>(p);
@@ -219,7 +147,8 @@ void rmaDevExport(ncclComm* comm, RmaDevPtr* dev, void* buff, RmaDevExport* out)
     memcpy(out->sigHandle, &h, sizeof h);
     if (buff) {
       char* base = nullptr;
-      cudaError_t e = allocationBase(buff, &base) ? cudaIpcGetMemHandle(&h, base) : cudaErrorInvalidValue;
+      size_t allocBytes = 0;
+      cudaError_t e = allocationRange(buff, &base, &allocBytes) ? cudaIpcGetMemHandle(&h, base) : cudaErrorInvalidValue;
       if (e != cudaSuccess) {
         (void)cudaGetLastError();
         WARN("ncclCommWindowRegister (%s, rank %d): the window at %p cannot be shared with the ranks in other "
@@ -251,20 +180,15 @@ ncclResult_t rmaDevAttach(ncclComm* comm, RmaDev* dev, ncclWindow_vidmem* win, c
       continue;
     }
     void* p = nullptr;
-    if (e.base && (r = ipcOpen(comm, e.winHandle, q, &p)) == ncclSuccess) {
+    if (e.base && (r = ipcOpen(comm, e.winHandle, q, "ncclCommWindowRegister", &p)) == ncclSuccess) {
       win->opened.push_back(p);
       win->peerBase[q] = static_cast<char*>(p) + e.winOffset;
     }
-    if (first && r == ncclSuccess && (r = ipcOpen(comm, e.sigHandle, q, &p)) == ncclSuccess) {
+    if (first && r == ncclSuccess && (r = ipcOpen(comm, e.sigHandle, q, "ncclCommWindowRegister", &p)) == ncclSuccess) {
       dev->opened.push_back(p);
       dev->peerSignals[q] = static_cast<uint64_t*>(p);
     }
   }
-  if (r == ncclSuccess && first)
-    for (int q = 0; q < n && q < kDevMaxDirect; ++q)
-      if (dev->peerSignals[q])
-        dev->slots[q] = reinterpret_cast<DevDirectSlot*>(reinterpret_cast<char*>(dev->peerSignals[q]) +
-                                                          RmaDev::slotOffset(n));
   if (r == ncclSuccess) r = publishWindow(comm, dev, win, win->peerBase.data());
   if (r != ncclSuccess) {
     rmaDevDetach(dev, win);
@@ -375,24 +299,21 @@ ncclResult_t rmaDevFlush(ncclComm* comm, RmaDev* dev) {
   return ncclSuccess;
 }
 
-bool rmaDevDirect(ncclComm* comm, RmaDev* dev, DevCollWork* w, size_t sendBytes, size_t recvBytes) {
-  if (!dev || !dev->winBases) return false;
-  const int me = comm->rank;
-  int sendWin = -1, recvWin = -1;
-  size_t sendOff = 0, recvOff = 0;
-  if (directSharesSend(w->coll, me, w->root) && !rmaFindSymmetric(comm, w->send, sendBytes, &sendWin, &sendOff))
-    return false;
-  if (directSharesRecv(w->coll, me, w->root) && !rmaFindSymmetric(comm, w->recv, recvBytes, &recvWin, &recvOff))
-    return false;
-  if (sendWin >= kDevMaxDirectWindows || recvWin >= kDevMaxDirectWindows) return false;
-  for (int q = 0; q < comm->nranks; ++q) w->slots[q] = dev->slots[q];
+void rmaDevDirect(ncclComm* comm, RmaDev* dev, DevCollWork* w, size_t sendBytes, size_t recvBytes) {
+  w->sendWin = w->recvWin = -1;
+  if (!dev || !dev->winBases) return;
   w->winBases = dev->winBases;
   w->winCount = kDevMaxDirectWindows;
-  w->sendWin = sendWin;
-  w->recvWin = recvWin;
-  w->sendOff = sendOff;
-  w->recvOff = recvOff;
-  return true;
+  int win = -1;
+  size_t off = 0;
+  if (rmaFindSymmetric(comm, w->send, sendBytes, &win, &off) && win < kDevMaxDirectWindows) {
+    w->sendWin = win;
+    w->sendOff = off;
+  }
+  if (rmaFindSymmetric(comm, w->recv, recvBytes, &win, &off) && win < kDevMaxDirectWindows) {
+    w->recvWin = win;
+    w->recvOff = off;
+  }
 }
 
 bool rmaDevWaiting(const RmaDev* dev) {
@@ -420,7 +341,7 @@ ncclResult_t rmaDevLand(ncclComm*, RmaDev*, char*, const void*, size_t) { return
 ncclResult_t rmaDevRaise(ncclComm*, RmaDev*, int) { return ncclInternalError; }
 ncclResult_t rmaDevFlush(ncclComm*, RmaDev*) { return ncclSuccess; }
 bool rmaDevWaiting(const RmaDev*) { return false; }
-bool rmaDevDirect(ncclComm*, RmaDev*, DevCollWork*, size_t, size_t) { return false; }
+void rmaDevDirect(ncclComm*, RmaDev*, DevCollWork*, size_t, size_t) {}  // never called: no device mode
 }  // namespace accl
 
 #endif

@@ -16,10 +16,9 @@
 //
 // The same mappings let ranks of several processes on one GPU run the direct
 // collectives (device/dev_direct.cuh) on buffers in windows registered with
-// NCCL_WIN_COLL_SYMMETRIC: each rank's direct slot lives behind its signal
-// array, and a table in device memory holds every rank's window of each index
-// as mapped here; the ranks publish which window and offset each call's
-// buffers have.
+// NCCL_WIN_COLL_SYMMETRIC: a table in device memory holds every rank's window
+// of each index as mapped here; the ranks publish (in their direct slots,
+// coll/dev_share.cc) which window and offset each call's buffers have.
 #pragma once
 
 #include <cstddef>
@@ -76,11 +75,10 @@ ncclResult_t rmaDevLand(ncclComm* comm, RmaDev* dev, char* dst, const void* src,
 ncclResult_t rmaDevRaise(ncclComm* comm, RmaDev* dev, int peer);
 // Deregistration: the receiver's copies and signals have finished.
 ncclResult_t rmaDevFlush(ncclComm* comm, RmaDev* dev);
-// Direct collectives of ranks in several processes on one GPU: when the
-// buffers of w's call that the other ranks use lie in windows registered with
-// NCCL_WIN_COLL_SYMMETRIC, fills w's slots, window table, windows and offsets,
-// and returns true; false: the ring.
-bool rmaDevDirect(ncclComm* comm, RmaDev* dev, DevCollWork* w, size_t sendBytes, size_t recvBytes);
+// Direct collectives of ranks in several processes on one GPU: w's window
+// table, and the window and offset of each of w's buffers that lies in a
+// window registered with NCCL_WIN_COLL_SYMMETRIC (-1: in none).
+void rmaDevDirect(ncclComm* comm, RmaDev* dev, DevCollWork* w, size_t sendBytes, size_t recvBytes);
 // Wait kernels were queued that have not ended (the receiver thread then
 // watches the peers, so that a dead one ends them).
 bool rmaDevWaiting(const RmaDev* dev);

@@ -83,11 +83,13 @@ struct UserOp {
 struct Registration {
   void* buff;
   size_t size;
+  char* shared = nullptr;  // device mode, ranks of several processes on one GPU: the allocation it exported
 };
 
 // Connection tags: which logical connection between the same two ranks.
 enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3, kTagRma = 4,
                      kTagHostDirect = 5,  // names the host direct collectives' slots (coll/host_direct.h)
+                     kTagDevShare = 6,    // names the device registrations' tables (coll/dev_share.h)
                      kTagDevice = 16, kTagDevRing = 16, kTagDevP2p = 17 };  // >= kTagDevice: device connectors
 
 }  // namespace accl

@@ -95,8 +95,8 @@ __device__ void ringReduceScatter(RingPrims<T, K>& p, const T* src, T* dst, size
 
 template <DevColl C, typename T, DevOp K>
 __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
-  __shared__ int fail;
-  if (threadIdx.x == 0) fail = 0;
+  __shared__ int fail, ring;
+  if (threadIdx.x == 0) fail = ring = 0;
   __syncthreads();
   Red<T, K> r;
   r.k = w.scalarPtr ? *static_cast<const T*>(w.scalarPtr) : ScalarFrom<T>::get(w.scalarF, w.scalarI);
@@ -116,9 +116,14 @@ __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
       else
         elementwise<T, K, true, false, true>(r, src + lo, nullptr, dst + lo, nullptr, hi - lo);
     }
-  } else if (w.slots[0]) {
-    directColl<C, T, K>(w, r, &fail);
-  } else {
+    return;
+  }
+  if (w.slots[0]) {
+    directColl<C, T, K>(w, r, &fail, &ring);
+    __syncthreads();
+    if (fail || !ring) return;
+  }
+  if (c < w.nChannels) {  // the ring (a direct-capable launch may have more blocks)
     Block b{&w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, 0, &fail};
     if (threadIdx.x == 0 && w.ctx.timeoutNs) b.deadline = globalTimer() + w.ctx.timeoutNs;
     Conn recv = openConn(w.recvCh + c, (pos + n - 1) % n);

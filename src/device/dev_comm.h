@@ -61,6 +61,12 @@ ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops);
 using StagedCall = std::function<ncclResult_t(const char* staged)>;
 ncclResult_t devRunStagedCall(ncclComm* comm, void* stream, const void* src, size_t bytes, StagedCall call,
                               const char* opName);
+// ncclCommRegister / ncclCommDeregister of a device buffer: ranks of several
+// processes on one GPU share its allocation for the direct collectives
+// (coll/dev_share.h); elsewhere nothing to do.
+struct Registration;
+void devRegister(ncclComm* comm, Registration* reg);
+ncclResult_t devDeregister(ncclComm* comm, Registration* reg);
 // Before the communicator's connections go (commFree): stops the staging proxy
 // and lets go of the direct collectives' table.
 void devStop(ncclComm* comm);

@@ -163,48 +163,67 @@ __device__ bool directWait(const DevCollWork& w, Ready ready) {
   return true;
 }
 
-// Lane k of warp 0, after the start barrier: rank k's buffers as this process
-// reaches them (NULL where no rank reads or writes them), or false (and the
-// kernel failed) where rank k's call does not match this rank's.
+// Lane k of warp 0, after the start barrier (ranks in several processes):
+// whether every rank reaches rank k's buffers that the others use. Every rank
+// computes this from the same slots, so all take the same decision.
+template <DevColl C>
+__device__ bool directReachable(const DevCollWork& w, int k) {
+  if (!w.shared) return true;
+  const DevDirectSlot* s = w.slots[k];
+  auto ok = [&](int32_t win, uint32_t reg) {
+    if (win >= 0) return w.winBases != nullptr && win < w.winCount;  // windows are mapped by every rank at once
+    if (reg == 0) return false;
+    for (int q = 0; q < w.ctx.nranks; ++q)
+      if (q != k && w.slots[q]->mapped[k] < reg) return false;
+    return true;
+  };
+  if (directSharesSend(C, k, w.root) && !ok(s->sendWin, s->sendReg)) return false;
+  if (directSharesRecv(C, k, w.root) && !ok(s->recvWin, s->recvReg)) return false;
+  return true;
+}
+
+// Lane k of warp 0, once the ranks agreed on the direct algorithm: rank k's
+// buffers as this process reaches them (NULL where no rank reads or writes
+// them), or false (and the kernel failed) where one is not mapped here.
 template <DevColl C, typename T>
-__device__ bool directPeer(const DevCollWork& w, int k, uint64_t bytes, const T** in, T** out) {
+__device__ bool directPeer(const DevCollWork& w, int k, const T** in, T** out) {
   const DevDirectSlot* s = w.slots[k];
   const int me = w.ctx.rank;
   *in = nullptr;
   *out = nullptr;
-  if (s->bytes != bytes) {
-    failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevCountMismatch, k, 0, me, bytes, s->bytes);
-    return false;
-  }
   if (k == me) {
     *in = static_cast<const T*>(w.send);
     *out = static_cast<T*>(w.recv);
     return true;
   }
-  if (!w.winBases) {
+  if (!w.shared) {
     *in = static_cast<const T*>(s->send);
     *out = static_cast<T*>(s->recv);
     return true;
   }
-  // Window mode: the window rank k named, as mapped here, plus its offset.
-  auto at = [&](int win, uint64_t off) -> char* {
-    if (win < 0 || win >= w.winCount) return nullptr;
-    char* base = w.winBases[win * kDevMaxDirect + k];
-    return base ? base + off : nullptr;
+  // The window or registration rank k named, as mapped here, plus its offset.
+  auto at = [&](int32_t win, uint32_t reg, const volatile void* off) -> char* {
+    char* base = nullptr;
+    if (win >= 0) base = win < w.winCount && w.winBases ? w.winBases[win * kDevMaxDirect + k] : nullptr;
+    else if (reg) base = w.regBases[k * kDevMaxRegistrations + (reg - 1) % kDevMaxRegistrations];
+    return base ? base + reinterpret_cast<uintptr_t>(off) : nullptr;
   };
-  if (directSharesSend(C, k, w.root) && !(*in = reinterpret_cast<const T*>(at(s->sendWin, (uintptr_t)s->send)))) {
+  if (directSharesSend(C, k, w.root) && !(*in = reinterpret_cast<const T*>(at(s->sendWin, s->sendReg, s->send)))) {
     failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevAsymmetric, k, 0, me);
     return false;
   }
-  if (directSharesRecv(C, k, w.root) && !(*out = reinterpret_cast<T*>(at(s->recvWin, (uintptr_t)s->recv)))) {
+  if (directSharesRecv(C, k, w.root) && !(*out = reinterpret_cast<T*>(at(s->recvWin, s->recvReg, s->recv)))) {
     failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevAsymmetric, k, 1, me);
     return false;
   }
   return true;
 }
 
+// A direct-capable call. Sets *ring when the ranks agreed on the ring instead
+// (ranks in several processes whose buffers are not all mapped everywhere):
+// the caller then runs it, after this returned. *fail: the call failed.
 template <DevColl C, typename T, DevOp K>
-__device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail) {
+__device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail, int* ring) {
   __shared__ const T* ins[kDevMaxDirect];
   __shared__ T* outs[kDevMaxDirect];
   __shared__ T ks[kDevMaxDirect];
@@ -221,10 +240,19 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail) 
         memcpy(&bits, &r.k, sizeof(T));
         mine->scalar = bits;
         mine->bytes = bytes;
-        mine->send = w.winBases ? reinterpret_cast<const void*>(w.sendOff) : w.send;
-        mine->recv = w.winBases ? reinterpret_cast<void*>(w.recvOff) : w.recv;
-        mine->sendWin = w.sendWin;
-        mine->recvWin = w.recvWin;
+        if (w.shared) {
+          const bool sendWin = w.sendWin >= 0, recvWin = w.recvWin >= 0;
+          mine->send = reinterpret_cast<const void*>(sendWin ? w.sendOff : w.sendRegOff);
+          mine->recv = reinterpret_cast<void*>(recvWin ? w.recvOff : w.recvRegOff);
+          mine->sendWin = w.sendWin;
+          mine->recvWin = w.recvWin;
+          mine->sendReg = sendWin ? 0 : w.sendReg;
+          mine->recvReg = recvWin ? 0 : w.recvReg;
+          for (int q = 0; q < n; ++q) mine->mapped[q] = w.mapped[q];
+        } else {
+          mine->send = w.send;
+          mine->recv = w.recv;
+        }
         __threadfence();
         mine->published = call;
       }
@@ -233,38 +261,60 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail) 
     const uint64_t c = call;
     bool ok = directWait(w, [&](int k) { return w.slots[k]->published >= c; });
     const int k = threadIdx.x;
+    bool reach = true;
     if (ok && k < n) {
+      if (w.slots[k]->bytes != bytes) {
+        failKernel(w.ctx, w.sendCh, w.recvCh, w.nChannelsConn, kDevCountMismatch, k, 0, me, bytes, w.slots[k]->bytes);
+        ok = false;
+      } else {
+        reach = directReachable<C>(w, k);
+      }
+    }
+    const bool direct = __all_sync(~0u, reach);
+    if (ok && k < n && direct) {
       const T* in;
       T* out;
-      ok = directPeer<C, T>(w, k, bytes, &in, &out);
+      ok = directPeer<C, T>(w, k, &in, &out);
       ins[k] = in;
       outs[k] = out;
       const uint64_t bits = w.slots[k]->scalar;
       memcpy(&ks[k], &bits, sizeof(T));
     }
-    if (!__all_sync(~0u, ok) && threadIdx.x == 0) *fail = 1;
+    const bool allOk = __all_sync(~0u, ok);
+    if (threadIdx.x == 0) {
+      if (!allOk) *fail = 1;
+      *ring = !direct;
+      if (blockIdx.x == 0 && w.shared && allOk) {  // counted for the host's report at destroy
+        if (direct) w.ctx.status->directRuns = w.ctx.status->directRuns + 1;
+        else w.ctx.status->ringRuns = w.ctx.status->ringRuns + 1;
+      }
+    }
   }
   __syncthreads();
   if (*fail) return;
 
-  // This rank's part, then this block's share of it.
-  size_t lo = 0, hi = w.count;
-  if (C == DevColl::AllReduce || C == DevColl::Reduce || C == DevColl::Broadcast) channelSlice<T>(w.count, n, me, &lo, &hi);
-  size_t blo, bhi;
-  channelSlice<T>(hi - lo, gridDim.x, blockIdx.x, &blo, &bhi);
-  const size_t off = lo + blo, len = bhi - blo;
-  if (len > 0) {
-    if constexpr (C == DevColl::AllReduce) reduceN(r, ins, ks, n, off, outs, n, off, len);
-    else if constexpr (C == DevColl::Reduce) reduceN(r, ins, ks, n, off, outs + w.root, 1, off, len);
-    else if constexpr (C == DevColl::ReduceScatter) reduceN(r, ins, ks, n, me * w.count + off, outs + me, 1, off, len);
-    else if constexpr (C == DevColl::AllGather) copyN(ins[me], off, outs, n, me * w.count + off, len);
-    else copyN(ins[w.root], off, outs, n, off, len);  // Broadcast
+  if (!*ring) {
+    // This rank's part, then this block's share of it.
+    size_t lo = 0, hi = w.count;
+    if (C == DevColl::AllReduce || C == DevColl::Reduce || C == DevColl::Broadcast) channelSlice<T>(w.count, n, me, &lo, &hi);
+    size_t blo, bhi;
+    channelSlice<T>(hi - lo, gridDim.x, blockIdx.x, &blo, &bhi);
+    const size_t off = lo + blo, len = bhi - blo;
+    if (len > 0) {
+      if constexpr (C == DevColl::AllReduce) reduceN(r, ins, ks, n, off, outs, n, off, len);
+      else if constexpr (C == DevColl::Reduce) reduceN(r, ins, ks, n, off, outs + w.root, 1, off, len);
+      else if constexpr (C == DevColl::ReduceScatter) reduceN(r, ins, ks, n, me * w.count + off, outs + me, 1, off, len);
+      else if constexpr (C == DevColl::AllGather) copyN(ins[me], off, outs, n, me * w.count + off, len);
+      else copyN(ins[w.root], off, outs, n, off, len);  // Broadcast
+    }
   }
 
   // Every block counts itself done in its rank's slot; block 0 of each rank
   // waits until every rank's count reached this call's end (every rank runs
   // as many blocks), so that when the kernel ends, this rank's output is
-  // complete and no peer reads its buffers any more.
+  // complete and no peer reads its buffers (or its slot, for this call) any
+  // more. On the ring this comes before the ring's work: it only keeps a rank
+  // from publishing its next call while a peer still reads this one.
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();  // this block's writes before the count

@@ -56,6 +56,8 @@ struct DevStatus {
   volatile int32_t isSend;
   volatile uint64_t expected, got;  // kDevSizeMismatch, kDevCountMismatch (elements); kDevSignal*: signals
   volatile int32_t stop;            // set by the host when the communicator fails or is aborted
+  volatile uint64_t directRuns;     // collectives of ranks in several processes that ran direct
+  volatile uint64_t ringRuns;       // ... that the ranks agreed to run on the ring
 };
 
 enum class DevOp : int32_t { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
@@ -65,26 +67,38 @@ enum class DevColl : int32_t { Local, AllReduce, Broadcast, Reduce, AllGather, R
 // each other's outputs, with no connector in between. Each rank has a slot in
 // device memory that every rank's kernels reach: ranks of one process share a
 // table (coll/dev_direct.cc); ranks in several processes map each other's slot
-// through CUDA IPC with their symmetric windows (coll/rma_dev.cc). The counters
-// live in device memory, so a replayed graph continues them.
+// through CUDA IPC at init (coll/dev_share.cc). The counters live in device
+// memory, so a replayed graph continues them.
+//
+// Ranks in several processes reach a peer's buffer only where it is mapped in
+// their process: in a window registered with NCCL_WIN_COLL_SYMMETRIC (mapped
+// at registration, by every rank), or in an allocation the peer registered
+// with ncclCommRegister (mapped when a rank next calls a collective after the
+// registration). Every rank publishes how its buffers are reached and, per
+// peer, up to which registration it has mapped that peer's; all ranks then
+// take the same decision from the same slots: direct when every buffer a
+// peer uses is reachable by every rank that uses it, else the ring.
 constexpr int kDevMaxDirect = 16;         // ranks; more use the ring
 constexpr int kDevMaxDirectWindows = 64;  // symmetric windows (by index) that direct calls can use
+constexpr int kDevMaxRegistrations = 256; // live exported registrations per rank (more: the ring)
 struct DevDirectSlot {
   // This rank's buffers for call `published`: their addresses (ranks of one
-  // process), or their offsets in windows sendWin and recvWin (-1: in none).
+  // process), or their offsets in windows sendWin and recvWin (-1: in none),
+  // or else in registrations sendReg and recvReg (id + 1; 0: in none).
   const void* volatile send;
   void* volatile recv;
   volatile int32_t sendWin, recvWin;
+  volatile uint32_t sendReg, recvReg;
   volatile uint64_t published;  // the call whose buffers are above
   volatile uint64_t bytes;      // of call `published` (must agree on every rank)
   volatile uint64_t scalar;     // PreMulSum: this rank's scalar (the bits of a T), for its own input
-  uint64_t calls;               // direct calls this rank finished (read at kernel start)
+  uint64_t calls;               // direct-capable calls this rank finished (read at kernel start)
   uint64_t base;                // `finished` when call `calls` ended
-  unsigned long long finished;  // blocks of this rank that finished a direct call, ever
-  char pad[56];
+  unsigned long long finished;  // blocks of this rank that finished such a call, ever
+  volatile uint32_t mapped[kDevMaxDirect];  // rank k's registrations with ids below mapped[k] are mapped here
+  char pad[48];
 };
-static_assert(sizeof(DevDirectSlot) == 128, "one slot per 128 bytes");
-
+static_assert(sizeof(DevDirectSlot) == 192, "slots are 64-byte aligned");
 
 // Common to every launch.
 struct DevCtx {
@@ -110,15 +124,23 @@ struct DevCollWork {
   double scalarF;
   int64_t scalarI;
   const void* scalarPtr;  // PreMulSum with ncclScalarDevice: read by the kernel
-  // The direct algorithm (blocks split the work) when slots[0] is set; else the ring.
+  // The direct algorithm (blocks split the work) when slots[0] is set; else
+  // the ring. Ranks in several processes (`shared`) may still agree on the
+  // ring at run time; its channels are then the first nChannels blocks.
   DevDirectSlot* slots[kDevMaxDirect];  // every rank's slot, as this process reaches it
-  // Ranks in several processes: every rank's window of each index, as mapped
-  // here (winBases[index * kDevMaxDirect + rank]); ranks publish offsets.
-  // NULL: ranks of one process, which publish addresses.
+  int32_t shared;  // ranks in several processes: buffers are published as windows or registrations
+  // Every rank's window of each index, as mapped here
+  // (winBases[index * kDevMaxDirect + rank]; NULL: no window table).
   char* const* winBases;
   int32_t winCount;
   int32_t sendWin, recvWin;  // this rank's windows (-1: its buffer is in none) and the offsets there
   size_t sendOff, recvOff;
+  // Every rank's registrations as mapped here (regBases[rank * kDevMaxRegistrations
+  // + id % kDevMaxRegistrations]); this rank's (id + 1, 0: none) and offsets in them.
+  char* const* regBases;
+  uint32_t sendReg, recvReg;
+  size_t sendRegOff, recvRegOff;
+  uint32_t mapped[kDevMaxDirect];  // what this rank publishes as its slot's `mapped`
 };
 
 // Direct collectives: whether the other ranks' blocks read rank k's send

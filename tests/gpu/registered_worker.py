@@ -1,0 +1,181 @@
+"""One rank of the registered-buffer collective tests (tests/gpu/test_registered.py):
+ranks in separate processes on the one GPU register plain cudaMalloc buffers
+with ncclCommRegister, which shares them through CUDA IPC, and the collectives
+on them run direct. Through the C ABI with CuPy arrays; NumPy computes every
+expected result. Run as `python registered_worker.py SCENARIO RANK NRANKS UID_HEX`;
+prints "OK" at the end."""
+import ctypes
+import sys
+
+import numpy as np
+
+import cupy as cp
+from rma_device_worker import FLOAT32, INT32, P, S, check, init, lib
+from symmetric_worker import C, MAX, N, OFF, SUM, data
+
+lib.ncclCommRegister.argtypes = [P, P, S, ctypes.POINTER(P)]
+lib.ncclCommDeregister.argtypes = [P, P]
+BYTES = 8 << 20  # each allocation
+
+
+class Rank:
+    """This rank's communicator, stream, and allocations a, b (cudaMalloc), registered unless `plain`."""
+
+    def __init__(self, rank, nranks, uid, plain=False):
+        self.rank, self.n, self.plain = rank, nranks, plain
+        self.comm = init(rank, nranks, uid)
+        self.s = cp.cuda.Stream(non_blocking=True)
+        self.sp = P(self.s.ptr)
+        self.raw, self.handles = [cp.cuda.runtime.malloc(BYTES) for _ in range(2)], [None, None]
+        for dt in (cp.float32, cp.int32):  # CuPy's kernels loaded before any rank's kernel waits on the GPU
+            self.view(0, 0, 16, dt).fill(0)
+        cp.cuda.Device().synchronize()
+        for i in range(2):
+            self.register(i)
+
+    def register(self, i):
+        if not self.plain:
+            h = P()
+            check(lib.ncclCommRegister(self.comm, P(self.raw[i]), BYTES, ctypes.byref(h)), "ncclCommRegister")
+            self.handles[i] = h
+
+    def deregister(self, i):
+        if self.handles[i] is not None:
+            check(lib.ncclCommDeregister(self.comm, self.handles[i]), "ncclCommDeregister")
+            self.handles[i] = None
+
+    def view(self, which, off, count, dtype):
+        mem = cp.cuda.UnownedMemory(self.raw[which], BYTES, self)
+        return cp.ndarray((count,), dtype, cp.cuda.MemoryPointer(mem, off))
+
+    def put(self, arr, host):
+        with self.s:
+            arr.set(host, stream=self.s)
+
+    def get(self, arr):
+        out = cp.asnumpy(arr, stream=self.s)
+        self.s.synchronize()
+        return out
+
+    def barrier(self):
+        """A collective on an unregistered buffer (the ring), waited for: after
+        it every rank registered what it registered before it, and each rank's
+        next call maps the peers' registrations."""
+        x = cp.zeros(1, cp.float32)
+        check(lib.ncclAllReduce(P(x.data.ptr), P(x.data.ptr), 1, FLOAT32, SUM, self.comm, self.sp), "barrier")
+        self.s.synchronize()
+
+    def close(self):
+        self.s.synchronize()
+        for i in range(2):
+            self.deregister(i)
+            cp.cuda.runtime.free(self.raw[i])
+        check(lib.ncclCommDestroy(self.comm), "ncclCommDestroy")
+
+
+def run_collectives(r):
+    """Every collective on a and b, at offsets, out of place and in place;
+    returns the number of calls."""
+    n, rank, ptr = r.n, r.rank, lambda a: P(a.data.ptr)
+    src, dst = r.view(0, OFF, N, cp.float32), r.view(1, OFF, N, cp.float32)
+    r.put(src, data(rank, N, np.float32))
+    check(lib.ncclAllReduce(ptr(src), ptr(dst), N, FLOAT32, SUM, r.comm, r.sp), "allreduce")
+    np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32) for q in range(n)))
+
+    buf = r.view(1, 0, N, cp.int32)
+    r.put(buf, data(rank, N, np.int32, 5))
+    check(lib.ncclAllReduce(ptr(buf), ptr(buf), N, INT32, MAX, r.comm, r.sp), "allreduce in place")
+    np.testing.assert_array_equal(r.get(buf), np.max([data(q, N, np.int32, 5) for q in range(n)], axis=0))
+
+    src, out = r.view(0, OFF, C, cp.float32), r.view(1, 0, n * C, cp.float32)
+    r.put(src, data(rank, C, np.float32, 1))
+    check(lib.ncclAllGather(ptr(src), ptr(out), C, FLOAT32, r.comm, r.sp), "allgather")
+    np.testing.assert_array_equal(r.get(out), np.concatenate([data(q, C, np.float32, 1) for q in range(n)]))
+    mine = r.view(1, rank * C * 4, C, cp.float32)
+    r.put(mine, data(rank, C, np.float32, 2))
+    check(lib.ncclAllGather(ptr(mine), ptr(out), C, FLOAT32, r.comm, r.sp), "allgather in place")
+    np.testing.assert_array_equal(r.get(out), np.concatenate([data(q, C, np.float32, 2) for q in range(n)]))
+
+    src, dst = r.view(0, 0, n * C, cp.float32), r.view(1, OFF, C, cp.float32)
+    r.put(src, data(rank, n * C, np.float32, 3))
+    check(lib.ncclReduceScatter(ptr(src), ptr(dst), C, FLOAT32, SUM, r.comm, r.sp), "reducescatter")
+    total = sum(data(q, n * C, np.float32, 3) for q in range(n))
+    np.testing.assert_array_equal(r.get(dst), total[rank * C:(rank + 1) * C])
+
+    # broadcast from the last rank; the others' send buffers are not registered (nobody reads them)
+    root, unused = n - 1, cp.zeros(N, cp.float32)
+    src, dst = r.view(0, OFF, N, cp.float32), r.view(1, OFF, N, cp.float32)
+    r.put(src, data(rank, N, np.float32, 4))
+    check(lib.ncclBroadcast(ptr(src if rank == root else unused), ptr(dst), N, FLOAT32, root, r.comm, r.sp),
+          "broadcast")
+    np.testing.assert_array_equal(r.get(dst), data(root, N, np.float32, 4))
+
+    src = r.view(0, OFF, N, cp.int32)
+    dst = r.view(1, 0, N, cp.int32) if rank == 0 else cp.zeros(N, cp.int32)
+    r.put(src, data(rank, N, np.int32, 6))
+    check(lib.ncclReduce(ptr(src), ptr(dst), N, INT32, SUM, 0, r.comm, r.sp), "reduce")
+    got = r.get(dst)
+    if rank == 0:
+        np.testing.assert_array_equal(got, sum(data(q, N, np.int32, 6) for q in range(n)))
+    return 7
+
+
+def registered(rank, nranks, uid):
+    """Registered buffers run direct from the first call after every rank
+    registered; a replayed graph too; an unregistered buffer takes the ring;
+    a buffer deregistered, freed, and replaced by a new registered allocation
+    (perhaps at the same address) runs direct again. Prints the calls it
+    expects to have run direct and on the ring, which the test compares with
+    the communicator's count at destroy."""
+    r = Rank(rank, nranks, uid)
+    ring, direct = 1, 0
+    r.barrier()
+    direct += run_collectives(r)
+
+    src, dst = r.view(0, 0, N, cp.float32), r.view(1, OFF, N, cp.float32)
+    r.s.begin_capture(mode=2)  # relaxed: the other ranks' processes go on meanwhile
+    check(lib.ncclAllReduce(P(src.data.ptr), P(dst.data.ptr), N, FLOAT32, SUM, r.comm, r.sp), "allreduce (capture)")
+    g = r.s.end_capture()
+    for it in range(3):
+        r.put(src, data(rank, N, np.float32, 10 + it))
+        with r.s:
+            dst.fill(0)
+        g.launch(r.s)
+        np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32, 10 + it) for q in range(nranks)))
+    direct += 3
+    del g
+
+    a, b = cp.asarray(data(rank, N, np.float32, 7)), cp.zeros(N, cp.float32)
+    check(lib.ncclAllReduce(P(a.data.ptr), P(b.data.ptr), N, FLOAT32, SUM, r.comm, r.sp), "allreduce (plain)")
+    np.testing.assert_array_equal(r.get(b), sum(data(q, N, np.float32, 7) for q in range(nranks)))
+    ring += 1
+
+    # b replaced: the peers drop their mapping of the old one at their next call
+    r.deregister(1)
+    cp.cuda.runtime.free(r.raw[1])
+    r.raw[1] = cp.cuda.runtime.malloc(BYTES)
+    r.register(1)
+    r.barrier()
+    ring += 1
+    direct += run_collectives(r)
+    r.close()
+    print(f"expect {direct} direct, {ring} ring", flush=True)
+
+
+def one_unregistered(rank, nranks, uid):
+    """Rank 0 registers nothing: every rank agrees on the ring, and every
+    result is right."""
+    r = Rank(rank, nranks, uid, plain=rank == 0)
+    r.barrier()
+    calls = run_collectives(r)
+    r.close()
+    print(f"expect 0 direct, {calls + 1} ring", flush=True)
+
+
+SCENARIOS = {"registered": registered, "one_unregistered": one_unregistered}
+
+if __name__ == "__main__":
+    scenario, rank, nranks, uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), bytes.fromhex(sys.argv[4])
+    cp.cuda.Device(0).use()
+    SCENARIOS[scenario](rank, nranks, uid)
+    print("OK", flush=True)

@@ -1,0 +1,63 @@
+"""Direct collectives between processes on the one GPU on plain cudaMalloc
+buffers registered with ncclCommRegister (registered_worker.py runs each rank;
+the perf drivers with -R 1), under MPS: the kernels take the direct algorithm
+when every rank has mapped the buffers the call needs and agree on the ring
+otherwise, so a rank that registered nothing, or a registration its peers have
+not seen yet, still gets right results. Each rank counts at destroy how its
+calls ran, which the tests compare with what the worker expects."""
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from nccl_table import Table
+
+import accl
+
+pytest.importorskip("cupy")
+import procs  # noqa: E402
+
+WORKER = Path(__file__).with_name("registered_worker.py")
+RAN = re.compile(r"(\d+) collective\(s\) ran direct, (\d+) on the ring")
+
+
+def ran(out):
+    """(direct, ring) from a rank's INFO line at destroy."""
+    m = RAN.search(out)
+    assert m, out[-3000:]
+    return int(m.group(1)), int(m.group(2))
+
+
+def run_procs(scenario, nranks, env, timeout=180):
+    env = dict(env, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,COLL", ACCL_TIMEOUT="60")
+    return procs.run_procs(WORKER, scenario, nranks, env, timeout)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("scenario,nranks", [("registered", 2), ("registered", 3), ("one_unregistered", 2)])
+def test_registered_buffers(mps, scenario, nranks):
+    for out in run_procs(scenario, nranks, mps):
+        want = re.search(r"expect (\d+) direct, (\d+) ring", out)
+        assert want, out[-3000:]
+        assert ran(out) == (int(want.group(1)), int(want.group(2))), out[-3000:]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name,extra", [("all_reduce", []), ("all_gather", []), ("reduce_scatter", []),
+                                        ("broadcast", ["-r", "all"]), ("reduce", ["-r", "all"])])
+def test_drivers_on_registered_buffers_under_mps(drivers, mps, name, extra):
+    """nccl-tests' -R 1: every datatype and op, checked by the driver, at 2 and 4 processes."""
+    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
+               NCCL_DEBUG_SUBSYS="COLL")
+    for np_ in (2, 4):
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
+        for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
+                    "NCCL_DEBUG_SUBSYS"):
+            cmd += ["-x", var]
+        cmd += [str(drivers / f"{name}_perf"), "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
+                "-d", "all", "-o", "all", "-R", "1", "-T", "240"] + extra
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=500, env=env)
+        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
+        Table(p.stdout).assert_clean()
+        counts = [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
+        assert len(counts) == np_ and all(d > 0 for d, _ in counts), p.stderr[-3000:]
