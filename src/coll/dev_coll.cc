@@ -317,7 +317,7 @@ ncclResult_t devRunCollective(const CollArgs& a) {
       const size_t sendBytes = a.kind == CollKind::ReduceScatter ? total : a.count * esize;
       const size_t recvBytes = a.kind == CollKind::AllGather ? total : a.count * esize;
       rmaDevDirect(comm, rmaDevOf(comm), &w, sendBytes, recvBytes);
-      NCCLCHECK(devSharePrepare(comm, d.share.get(), &w, sendBytes, recvBytes));
+      devSharePrepare(comm, d.share.get(), &w, sendBytes, recvBytes, capturing(s));
     }
     // Blocks split each rank's part (total / n bytes); every rank runs as many.
     const size_t perRank = total / n;

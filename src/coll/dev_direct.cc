@@ -43,16 +43,17 @@ bool onOneGpu(const ncclComm* comm, bool oneProcess) {
 ncclResult_t devDirectSetup(ncclComm* comm) {
   DevState& d = *comm->dev;
   const int n = comm->nranks;
-  if (n < 2 || n > kDevMaxDirect || paramInt(Param::Direct) == 0 || !onOneGpu(comm, false)) return ncclSuccess;
+  if (n < 2 || n > kDevMaxDirect || !onOneGpu(comm, false)) return ncclSuccess;
   // Every rank's blocks wait for the others', so all must be resident at once:
   // the multiprocessors are shared among the ranks. ACCL_DIRECT_BLOCKS lowers
   // that for ranks of one process only: they read one environment, and every
   // rank's kernel must run as many blocks.
   const bool oneProcess = onOneGpu(comm, true);
+  if (oneProcess && paramInt(Param::Direct) == 0) return ncclSuccess;  // one environment for every rank
   const int64_t want = oneProcess ? paramInt(Param::DirectBlocks) : 0;
   d.directBlocks = std::max(1, want > 0 ? static_cast<int>(std::min<int64_t>(want, d.smCount / n)) : d.smCount / n);
   if (!oneProcess) {
-    NCCLCHECK(devShareSetup(comm, &d.share));
+    NCCLCHECK(devShareSetup(comm, paramInt(Param::Direct) != 0, &d.share));  // the ranks agree there
     if (!d.share) {
       d.directBlocks = 0;
       return ncclSuccess;
@@ -85,10 +86,7 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
 
 void devDirectRelease(ncclComm* comm) {
   DevState* d = comm->dev.get();
-  if (d && d->share) {
-    devShareReport(comm, d->share.get());
-    d->share.reset();
-  }
+  if (d && d->share) devShareReport(comm, d->share.get());  // the share goes with the state, after the kernels
   if (!d || !d->direct) return;
   std::lock_guard<std::mutex> lock(tablesMu);
   auto it = tables().find(comm->commHash);

@@ -28,6 +28,7 @@ constexpr int kCap = kDevMaxRegistrations;
 struct Entry {
   std::atomic<uint32_t> id;
   std::atomic<uint32_t> live;
+  uint64_t base;  // the allocation in its own process (ranks of that process use it as it is)
   char handle[sizeof(cudaIpcMemHandle_t)];
 };
 struct Table {
@@ -40,6 +41,17 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "atomics in shared mem
 
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagDevShare); }
 
+bool sameProcess(const ncclComm* comm, int q) {
+  const PeerInfo &me = comm->peers[comm->rank], &p = comm->peers[q];
+  return p.pid == me.pid && p.hostHash == me.hostHash;
+}
+
+// `bytes` at device address `dst` from host memory `src` (NULL: zeroes); a
+// WARN says what failed.
+bool deviceWrite(ncclComm* comm, void* dst, const void* src, size_t bytes, const char* what) {
+  return devWriteSync(comm, dst, src, bytes, what) == ncclSuccess;
+}
+
 }  // namespace
 
 class DevShare {
@@ -51,8 +63,11 @@ class DevShare {
   // This rank's buffer [p, p + bytes) in an exported allocation: its id + 1
   // and offset there (false: in none).
   bool find(const void* p, size_t bytes, uint32_t* reg, size_t* off);
-  // Maps the peers' new registrations and unmaps their dead ones.
-  ncclResult_t refresh();
+  // Maps the peers' new registrations and unmaps their dead ones, then copies
+  // what this rank has mapped of each peer's into `mapped`.
+  void refresh(uint32_t* mapped);
+  // This rank's live ids on the device (`id`, or ~0u where none lives).
+  bool setLive(int place, uint32_t id);
 
   ncclComm* comm_;
   DevDirectSlot* mine = nullptr;  // this rank's slot (device memory)
@@ -69,11 +84,13 @@ class DevShare {
   };
   std::mutex mu;  // exports and imports (ncclCommRegister may run on any thread)
   std::map<char*, Export> exports;
+  uint32_t* liveIds = nullptr;  // device memory, by place: what the kernels check their baked ids against
 
   // Imports: the peers' registrations mapped here, by peer and place.
   struct Import {
     uint32_t id = 0;
     void* base = nullptr;
+    bool mappedHere = false;  // through CUDA IPC (else the peer is in this process)
   };
   char** regBases = nullptr;  // device memory: kDevMaxDirect x kCap, what the kernels read
   std::vector<Import> imports;
@@ -86,20 +103,23 @@ void DevShareDeleter::operator()(DevShare* s) const { delete s; }
 
 DevShare::~DevShare() {
   for (const Import& i : imports)
-    if (i.base) ipcClose(i.base);
+    if (i.mappedHere) ipcClose(i.base);
   for (void* p : openedSlots) ipcClose(p);
   if (regBases) (void)cudaFree(regBases);
+  if (liveIds) (void)cudaFree(liveIds);
   if (mine) (void)cudaFree(mine);
   if (map_) munmap(map_, mapBytes_);
   (void)cudaGetLastError();
 }
 
-ncclResult_t devShareSetup(ncclComm* comm, DevSharePtr* out) {
+ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
   const int n = comm->nranks, me = comm->rank;
   DevSharePtr s(new DevShare(comm));
   struct Report {
     char slot[sizeof(cudaIpcMemHandle_t)];
-    int32_t ready;  // the slot, its handle and the device table were made (rank 0: and the segment)
+    uint64_t slotAddr;  // for ranks of the same process
+    int32_t want;       // ACCL_DIRECT allows it here
+    int32_t ready;      // the slot, its handle and the device tables were made (rank 0: and the segment)
   };
   std::vector<Report> all(n);
   Report& mine = all[me];
@@ -107,15 +127,20 @@ ncclResult_t devShareSetup(ncclComm* comm, DevSharePtr* out) {
     void* p = nullptr;
     CUDACHECK(cudaMalloc(&p, sizeof(DevDirectSlot)), "cudaMalloc (direct slot)", comm);
     s->mine = static_cast<DevDirectSlot*>(p);
+    mine.slotAddr = reinterpret_cast<uint64_t>(p);
     NCCLCHECK(devWriteSync(comm, p, nullptr, sizeof(DevDirectSlot), "cudaMemset (direct slot)"));
     cudaIpcMemHandle_t h;
     CUDACHECK(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle (direct slot)", comm);
     memcpy(mine.slot, &h, sizeof h);
-    const size_t tableBytes = sizeof(char*) * kDevMaxDirect * kCap;
+    const size_t tableBytes = sizeof(char*) * kDevMaxDirect * kCap, liveBytes = sizeof(uint32_t) * kCap;
     CUDACHECK(cudaMalloc(&p, tableBytes), "cudaMalloc (registration table)", comm);
     s->regBases = static_cast<char**>(p);
     NCCLCHECK(devWriteSync(comm, p, nullptr, tableBytes, "cudaMemset (registration table)"));
-    comm->gpuBytes += sizeof(DevDirectSlot) + tableBytes;
+    CUDACHECK(cudaMalloc(&p, liveBytes), "cudaMalloc (live registrations)", comm);
+    s->liveIds = static_cast<uint32_t*>(p);
+    std::vector<uint32_t> none(kCap, ~0u);
+    NCCLCHECK(devWriteSync(comm, p, none.data(), liveBytes, "cudaMemcpy (live registrations)"));
+    comm->gpuBytes += sizeof(DevDirectSlot) + tableBytes + liveBytes;
     s->mapBytes_ = sizeof(Table) * n;
     if (me == 0) {
       NCCLCHECK(shmSegmentCreate(comm, 0, segmentName(comm), s->mapBytes_, &s->map_));
@@ -123,15 +148,16 @@ ncclResult_t devShareSetup(ncclComm* comm, DevSharePtr* out) {
     }
     return ncclSuccess;
   };
-  mine.ready = make() == ncclSuccess;  // else WARNed
+  mine.want = want;
+  mine.ready = want && make() == ncclSuccess;  // else WARNed
   NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Report)));
   // Each rank maps the others' slots (and the segment, made by rank 0).
-  int32_t ok = mine.ready;
+  int32_t ok = 1;
   for (int q = 0; q < n && ok; ++q) ok = all[q].ready;
   if (ok && me != 0 && shmSegmentOpen(comm, 0, segmentName(comm), s->mapBytes_, &s->map_) != ncclSuccess) ok = 0;
   for (int q = 0; q < n && ok; ++q) {
-    if (q == me) {
-      s->slots[q] = s->mine;
+    if (sameProcess(comm, q)) {
+      s->slots[q] = reinterpret_cast<DevDirectSlot*>(all[q].slotAddr);
       continue;
     }
     void* p = nullptr;
@@ -148,9 +174,15 @@ ncclResult_t devShareSetup(ncclComm* comm, DevSharePtr* out) {
   if (me == 0 && s->map_) shm_unlink(segmentName(comm).c_str());  // every rank opened it (or failed to) by now
   for (int q = 0; q < n; ++q) {
     if (oks[q]) continue;
-    if (me == 0)
-      INFO(kInit, "%s: no direct collectives: rank %d could not share its direct slot (its WARN says why)",
-           comm->name.c_str(), q);
+    if (me == 0) {
+      int off = 0;
+      while (off < n && all[off].want) ++off;
+      if (off < n)
+        INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0", comm->name.c_str(), off);
+      else
+        INFO(kInit, "%s: no direct collectives: rank %d could not share its direct slot (its WARN says why)",
+             comm->name.c_str(), q);
+    }
     return ncclSuccess;
   }
   s->imports.resize(static_cast<size_t>(n) * kCap);
@@ -162,7 +194,6 @@ ncclResult_t devShareSetup(ncclComm* comm, DevSharePtr* out) {
 }
 
 bool DevShare::find(const void* p, size_t bytes, uint32_t* reg, size_t* off) {
-  std::lock_guard<std::mutex> lock(mu);
   char* c = static_cast<char*>(const_cast<void*>(p));
   auto it = exports.upper_bound(c);
   if (!p || it == exports.begin()) return false;
@@ -173,73 +204,85 @@ bool DevShare::find(const void* p, size_t bytes, uint32_t* reg, size_t* off) {
   return true;
 }
 
-ncclResult_t DevShare::refresh() {
-  std::lock_guard<std::mutex> lock(mu);
+bool DevShare::setLive(int place, uint32_t id) {
+  return deviceWrite(comm_, liveIds + place, &id, sizeof id, "cudaMemcpy (live registrations)");
+}
+
+void DevShare::refresh(uint32_t* mapped) {
   const int n = comm_->nranks;
   for (int q = 0; q < n; ++q) {
+    mapped[q] = 0;
     if (q == comm_->rank) continue;
     Table* t = table(q);
     Import* row = imports.data() + static_cast<size_t>(q) * kCap;
+    char** bases = regBases + static_cast<size_t>(q) * kCap;
+    auto drop = [&](int i) {  // the peer waited for its work before it deregistered
+      char* none = nullptr;
+      if (row[i].mappedHere) ipcClose(row[i].base);
+      row[i] = Import{};
+      if (!deviceWrite(comm_, bases + i, &none, sizeof none, "cudaMemcpy (registration table)")) stuck[q] = true;
+    };
     // Dead registrations first: their places may be reused below.
     const uint32_t deaths = t->deaths.load(std::memory_order_acquire);
     if (deaths != deathsSeen[q]) {
       deathsSeen[q] = deaths;
       for (int i = 0; i < kCap; ++i) {
-        Import& im = row[i];
-        if (!im.base) continue;
         const Entry& e = t->e[i];
-        if (e.id.load(std::memory_order_acquire) == im.id && e.live.load(std::memory_order_acquire)) continue;
-        ipcClose(im.base);  // the peer waited for its work before it deregistered
-        im = Import{};
+        if (row[i].base && !(e.id.load(std::memory_order_acquire) == row[i].id && e.live.load(std::memory_order_acquire)))
+          drop(i);
       }
     }
     const uint32_t count = t->count.load(std::memory_order_acquire);
     for (uint32_t id = scanned[q]; id < count && !stuck[q]; ++id) {
       const int i = static_cast<int>(id % kCap);
       const Entry& e = t->e[i];
+      scanned[q] = id;
+      if (e.id.load(std::memory_order_acquire) != id) continue;  // replaced, or skipped: dead before this rank saw it
       char handle[sizeof(cudaIpcMemHandle_t)];
-      if (e.id.load(std::memory_order_acquire) != id) {  // replaced: dead before this rank saw it
-        scanned[q] = id + 1;
-        continue;
-      }
       memcpy(handle, e.handle, sizeof handle);
+      const uint64_t addr = e.base;
       const bool live = e.live.load(std::memory_order_acquire);
       std::atomic_thread_fence(std::memory_order_acquire);
-      if (e.id.load(std::memory_order_relaxed) != id || !live) {
-        scanned[q] = id + 1;
-        continue;
+      if (e.id.load(std::memory_order_relaxed) != id || !live) continue;
+      if (row[i].base) drop(i);  // an older registration at this place, dead
+      if (stuck[q]) break;
+      Import im{id, reinterpret_cast<void*>(addr), false};
+      if (!sameProcess(comm_, q)) {
+        if (ipcOpen(comm_, handle, q, "a collective (a peer's ncclCommRegister'd buffer)", &im.base) != ncclSuccess) {
+          stuck[q] = true;  // WARNed; this peer's later registrations run on the ring
+          break;
+        }
+        im.mappedHere = true;
       }
-      Import& im = row[i];
-      if (im.base) ipcClose(im.base);  // an older registration at this place, dead
-      im = Import{};
-      void* base = nullptr;
-      if (ipcOpen(comm_, handle, q, "a collective (a peer's ncclCommRegister'd buffer)", &base) != ncclSuccess) {
-        stuck[q] = true;  // WARNed; this peer's later registrations run on the ring
+      row[i] = im;
+      char* b = static_cast<char*>(im.base);
+      if (!deviceWrite(comm_, bases + i, &b, sizeof b, "cudaMemcpy (registration table)")) {
+        stuck[q] = true;
         break;
       }
-      im = Import{id, base};
-      char* b = static_cast<char*>(base);
-      NCCLCHECK(devWriteSync(comm_, regBases + static_cast<size_t>(q) * kCap + i, &b, sizeof b,
-                             "cudaMemcpy (registration table)"));
-      scanned[q] = id + 1;
     }
+    if (!stuck[q]) scanned[q] = count;
+    mapped[q] = scanned[q];
   }
-  return ncclSuccess;
 }
 
-ncclResult_t devSharePrepare(ncclComm* comm, DevShare* share, DevCollWork* w, size_t sendBytes, size_t recvBytes) {
-  NCCLCHECK(share->refresh());
-  const int n = comm->nranks;
-  for (int q = 0; q < n; ++q) {
-    w->slots[q] = share->slots[q];
-    w->mapped[q] = q == comm->rank ? 0 : share->scanned[q];
-  }
+void devSharePrepare(ncclComm* comm, DevShare* share, DevCollWork* w, size_t sendBytes, size_t recvBytes,
+                     bool capturing) {
+  std::lock_guard<std::mutex> lock(share->mu);
+  // The mappings are host work outside the capture: allowed even when the
+  // capture is in global mode (as torch's are).
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (capturing) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  share->refresh(w->mapped);
+  if (capturing) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  (void)cudaGetLastError();
+  for (int q = 0; q < comm->nranks; ++q) w->slots[q] = share->slots[q];
   w->shared = 1;
   w->regBases = share->regBases;
+  w->liveIds = share->liveIds;
   w->sendReg = w->recvReg = 0;
-  if (w->sendWin < 0 && share->find(w->send, sendBytes, &w->sendReg, &w->sendRegOff)) {}
-  if (w->recvWin < 0 && share->find(w->recv, recvBytes, &w->recvReg, &w->recvRegOff)) {}
-  return ncclSuccess;
+  if (w->sendWin < 0) share->find(w->send, sendBytes, &w->sendReg, &w->sendRegOff);
+  if (w->recvWin < 0) share->find(w->recv, recvBytes, &w->recvReg, &w->recvRegOff);
 }
 
 void devShareRegister(ncclComm* comm, DevShare* share, Registration* reg) {
@@ -253,10 +296,12 @@ void devShareRegister(ncclComm* comm, DevShare* share, Registration* reg) {
     reg->shared = base;
     return;
   }
+  // The next id whose place is free (a long-lived registration keeps its place).
   Table* t = share->table(comm->rank);
-  const uint32_t id = t->count.load(std::memory_order_relaxed);
-  Entry& e = t->e[id % kCap];
-  if (e.live.load(std::memory_order_relaxed)) {  // its place is taken: kCap live registrations
+  uint32_t id = t->count.load(std::memory_order_relaxed);
+  int tries = 0;
+  while (tries < kCap && t->e[id % kCap].live.load(std::memory_order_relaxed)) ++id, ++tries;
+  if (tries == kCap) {
     INFO(kColl, "ncclCommRegister (%s, rank %d): %d registered allocations are shared already; collectives on "
          "%p take the ring", comm->name.c_str(), comm->rank, kCap, reg->buff);
     return;
@@ -269,9 +314,13 @@ void devShareRegister(ncclComm* comm, DevShare* share, Registration* reg) {
          "collectives on it take the ring", comm->name.c_str(), comm->rank, reg->buff, cudaGetErrorString(err));
     return;
   }
+  const int place = static_cast<int>(id % kCap);
+  if (!share->setLive(place, id)) return;  // WARNed: its calls take the ring
+  Entry& e = t->e[place];
   e.id.store(~0u, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   memcpy(e.handle, &h, sizeof h);
+  e.base = reinterpret_cast<uint64_t>(base);
   e.live.store(1, std::memory_order_relaxed);
   e.id.store(id, std::memory_order_release);
   t->count.store(id + 1, std::memory_order_release);
@@ -283,25 +332,42 @@ void devShareRegister(ncclComm* comm, DevShare* share, Registration* reg) {
 
 ncclResult_t devShareDeregister(ncclComm* comm, DevShare* share, Registration* reg) {
   if (!reg->shared) return ncclSuccess;
+  DevShare::Export gone{};
+  {
+    std::lock_guard<std::mutex> lock(share->mu);
+    auto it = share->exports.find(reg->shared);
+    reg->shared = nullptr;
+    if (it == share->exports.end() || --it->second.users > 0) return ncclSuccess;
+    gone = it->second;
+    share->exports.erase(it);  // later calls no longer name it
+  }
   // Peers may still read it in this communicator's queued work. If that work
   // failed, the communicator is unusable anyway: the entry dies all the same.
   const ncclResult_t waited = devWait(comm);
   std::lock_guard<std::mutex> lock(share->mu);
-  auto it = share->exports.find(reg->shared);
-  reg->shared = nullptr;
-  if (it == share->exports.end() || --it->second.users > 0) return waited;
+  const int place = static_cast<int>(gone.id % kCap);
+  (void)share->setLive(place, ~0u);  // graphs that name it now take the ring
   Table* t = share->table(comm->rank);
-  t->e[it->second.id % kCap].live.store(0, std::memory_order_release);
+  t->e[place].live.store(0, std::memory_order_release);
   t->deaths.fetch_add(1, std::memory_order_acq_rel);
-  share->exports.erase(it);
   return waited;
 }
 
-void devShareReport(ncclComm* comm, DevShare*) {
-  const DevStatus* s = comm->dev->status;
-  INFO(kColl, "%s rank %d: %llu collective(s) ran direct, %llu on the ring (ranks in several processes on one GPU)",
-       comm->name.c_str(), comm->rank, static_cast<unsigned long long>(s->directRuns),
-       static_cast<unsigned long long>(s->ringRuns));
+void devShareReport(ncclComm* comm, DevShare* share) {
+  if (!logEnabled(LogLevel::Info, kColl)) return;
+  // The slot's counters, copied on a stream of this rank's own (the kernels
+  // that wrote them have ended, or were stopped).
+  DevDirectSlot slot{};
+  cudaStream_t s = nullptr;
+  bool ok = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess;
+  ok = ok && cudaMemcpyAsync(&slot, share->mine, sizeof slot, cudaMemcpyDeviceToHost, s) == cudaSuccess;
+  ok = ok && cudaStreamSynchronize(s) == cudaSuccess;
+  if (s) (void)cudaStreamDestroy(s);
+  (void)cudaGetLastError();
+  if (ok)
+    INFO(kColl, "%s rank %d: %llu collective(s) ran direct, %llu on the ring (ranks in several processes on one GPU)",
+         comm->name.c_str(), comm->rank, static_cast<unsigned long long>(slot.directRuns),
+         static_cast<unsigned long long>(slot.ringRuns));
 }
 
 }  // namespace accl

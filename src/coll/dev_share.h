@@ -16,7 +16,12 @@
 //   all agree on the ring otherwise (device/dev_direct.cuh). So a
 //   registration is used from the first call after every peer has seen it.
 // - ncclCommDeregister waits for the communicator's work on the device, then
-//   marks the entry dead; peers unmap it at their next collective.
+//   marks the entry dead; peers unmap it at their next collective. A kernel
+//   publishes a registration only while it is live (a device table of the
+//   rank's live ids): a graph captured before a deregistration replays on
+//   the ring, never on an unmapped buffer.
+// - Ranks of the same process reach each other's slots and registrations at
+//   their addresses (a process cannot map its own memory through CUDA IPC).
 //
 // Only built with the CUDA executor (ACCL_HAVE_DEVICE_PATH).
 #pragma once
@@ -40,13 +45,18 @@ struct DevShareDeleter {
 using DevSharePtr = std::unique_ptr<DevShare, DevShareDeleter>;
 
 // Collective, at init, on communicators whose ranks are all on this GPU in
-// several processes. Leaves *out empty (and says why in an INFO line) on
-// every rank when any rank could not take part.
-ncclResult_t devShareSetup(ncclComm* comm, DevSharePtr* out);
+// several processes (`want`: this rank allows direct collectives). Leaves
+// *out empty (and says why in an INFO line) on every rank when any rank
+// does not take part. The share must outlive the kernels that use it: it
+// goes with the device state, after the connectors' release waited for them.
+ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out);
 
 // A direct-capable call: w's slots, this rank's buffers by window or
-// registration, and what it has mapped of its peers' registrations.
-ncclResult_t devSharePrepare(ncclComm* comm, DevShare* share, DevCollWork* w, size_t sendBytes, size_t recvBytes);
+// registration, and what it has mapped of its peers' registrations (mapping
+// what is new first; a mapping that fails is WARNed and leaves that peer's
+// later registrations to the ring, so the call itself always goes ahead).
+void devSharePrepare(ncclComm* comm, DevShare* share, DevCollWork* w, size_t sendBytes, size_t recvBytes,
+                     bool capturing);
 
 // ncclCommRegister / ncclCommDeregister of device memory on such a
 // communicator. Registration never fails for want of sharing: a buffer that

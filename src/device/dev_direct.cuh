@@ -171,7 +171,7 @@ __device__ bool directReachable(const DevCollWork& w, int k) {
   if (!w.shared) return true;
   const DevDirectSlot* s = w.slots[k];
   auto ok = [&](int32_t win, uint32_t reg) {
-    if (win >= 0) return w.winBases != nullptr && win < w.winCount;  // windows are mapped by every rank at once
+    if (win >= 0) return win < kDevMaxDirectWindows;  // windows are mapped by every rank at once
     if (reg == 0) return false;
     for (int q = 0; q < w.ctx.nranks; ++q)
       if (q != k && w.slots[q]->mapped[k] < reg) return false;
@@ -241,13 +241,18 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail, 
         mine->scalar = bits;
         mine->bytes = bytes;
         if (w.shared) {
+          // A registration only while it lives: a replayed graph may name one
+          // deregistered since, which the peers may have unmapped.
+          auto live = [&](uint32_t reg) {
+            return reg && w.liveIds[(reg - 1) % kDevMaxRegistrations] == reg - 1 ? reg : 0u;
+          };
           const bool sendWin = w.sendWin >= 0, recvWin = w.recvWin >= 0;
           mine->send = reinterpret_cast<const void*>(sendWin ? w.sendOff : w.sendRegOff);
           mine->recv = reinterpret_cast<void*>(recvWin ? w.recvOff : w.recvRegOff);
           mine->sendWin = w.sendWin;
           mine->recvWin = w.recvWin;
-          mine->sendReg = sendWin ? 0 : w.sendReg;
-          mine->recvReg = recvWin ? 0 : w.recvReg;
+          mine->sendReg = sendWin ? 0 : live(w.sendReg);
+          mine->recvReg = recvWin ? 0 : live(w.recvReg);
           for (int q = 0; q < n; ++q) mine->mapped[q] = w.mapped[q];
         } else {
           mine->send = w.send;
@@ -284,10 +289,7 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail, 
     if (threadIdx.x == 0) {
       if (!allOk) *fail = 1;
       *ring = !direct;
-      if (blockIdx.x == 0 && w.shared && allOk) {  // counted for the host's report at destroy
-        if (direct) w.ctx.status->directRuns = w.ctx.status->directRuns + 1;
-        else w.ctx.status->ringRuns = w.ctx.status->ringRuns + 1;
-      }
+      if (blockIdx.x == 0 && w.shared && allOk) ++(direct ? mine->directRuns : mine->ringRuns);  // for the report at destroy
     }
   }
   __syncthreads();

@@ -56,8 +56,6 @@ struct DevStatus {
   volatile int32_t isSend;
   volatile uint64_t expected, got;  // kDevSizeMismatch, kDevCountMismatch (elements); kDevSignal*: signals
   volatile int32_t stop;            // set by the host when the communicator fails or is aborted
-  volatile uint64_t directRuns;     // collectives of ranks in several processes that ran direct
-  volatile uint64_t ringRuns;       // ... that the ranks agreed to run on the ring
 };
 
 enum class DevOp : int32_t { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
@@ -96,7 +94,8 @@ struct DevDirectSlot {
   uint64_t base;                // `finished` when call `calls` ended
   unsigned long long finished;  // blocks of this rank that finished such a call, ever
   volatile uint32_t mapped[kDevMaxDirect];  // rank k's registrations with ids below mapped[k] are mapped here
-  char pad[48];
+  uint64_t directRuns, ringRuns;  // ranks in several processes: how this rank's calls ran (read at destroy)
+  char pad[32];
 };
 static_assert(sizeof(DevDirectSlot) == 192, "slots are 64-byte aligned");
 
@@ -138,6 +137,7 @@ struct DevCollWork {
   // Every rank's registrations as mapped here (regBases[rank * kDevMaxRegistrations
   // + id % kDevMaxRegistrations]); this rank's (id + 1, 0: none) and offsets in them.
   char* const* regBases;
+  const uint32_t* liveIds;  // this rank's live registration ids by place (~0u: none), checked at run time
   uint32_t sendReg, recvReg;
   size_t sendRegOff, recvRegOff;
   uint32_t mapped[kDevMaxDirect];  // what this rank publishes as its slot's `mapped`

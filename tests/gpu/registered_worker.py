@@ -122,7 +122,8 @@ def run_collectives(r):
 
 def registered(rank, nranks, uid):
     """Registered buffers run direct from the first call after every rank
-    registered; a replayed graph too; an unregistered buffer takes the ring;
+    registered; a replayed graph too, until a buffer it names is
+    deregistered (then the ring); an unregistered buffer takes the ring;
     a buffer deregistered, freed, and replaced by a new registered allocation
     (perhaps at the same address) runs direct again. Prints the calls it
     expects to have run direct and on the ring, which the test compares with
@@ -143,6 +144,19 @@ def registered(rank, nranks, uid):
         g.launch(r.s)
         np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32, 10 + it) for q in range(nranks)))
     direct += 3
+
+    # b deregistered and registered again (a new id): the graph still names
+    # the old one, which no longer lives, so its replay takes the ring
+    r.deregister(1)
+    r.register(1)
+    r.barrier()
+    ring += 1
+    r.put(src, data(rank, N, np.float32, 20))
+    with r.s:
+        dst.fill(0)
+    g.launch(r.s)
+    np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32, 20) for q in range(nranks)))
+    ring += 1
     del g
 
     a, b = cp.asarray(data(rank, N, np.float32, 7)), cp.zeros(N, cp.float32)

@@ -60,4 +60,25 @@ def test_drivers_on_registered_buffers_under_mps(drivers, mps, name, extra):
         assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
         Table(p.stdout).assert_clean()
         counts = [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
-        assert len(counts) == np_ and all(d > 0 for d, _ in counts), p.stderr[-3000:]
+        # the ring only before every rank saw the others' registrations (the first size)
+        assert len(counts) == np_ and all(d > 0 and r <= 16 for d, r in counts), (counts, p.stderr[-3000:])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("register", ["1", "2"])
+def test_drivers_two_ranks_per_process_under_mps(drivers, mps, register):
+    """2 processes of 2 ranks each (-g 2): ranks of one process reach each
+    other's slots and buffers at their addresses, the others through CUDA IPC."""
+    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
+               NCCL_DEBUG_SUBSYS="COLL")
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+    for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
+                "NCCL_DEBUG_SUBSYS"):
+        cmd += ["-x", var]
+    cmd += [str(drivers / "all_reduce_perf"), "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
+            "-g", "2", "-R", register, "-T", "240"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=250, env=env)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
+    Table(p.stdout).assert_clean()
+    counts = [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
+    assert len(counts) == 4 and all(d > 0 and r <= 16 for d, r in counts), (counts, p.stderr[-3000:])

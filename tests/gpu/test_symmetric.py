@@ -80,4 +80,4 @@ def test_drivers_on_windows_under_mps(drivers, mps, name, extra, tmp_path):
         assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
         Table(p.stdout).assert_clean()
         counts = [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
-        assert len(counts) == np_ and all(d > 0 for d, _ in counts), p.stderr[-3000:]
+        assert len(counts) == np_ and all(d > 0 and r == 0 for d, r in counts), (counts, p.stderr[-3000:])
