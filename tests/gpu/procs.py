@@ -1,11 +1,41 @@
 """Runs a worker script (rma_device_worker.py, symmetric_worker.py) as one
 process per rank: `python WORKER SCENARIO RANK NRANKS UID_HEX`, each printing
-"OK" at the end."""
+"OK" at the end; and a perf driver under mpirun, one process per rank."""
 import os
+import re
 import subprocess
 import sys
 
+from nccl_table import Table
+
+import accl
 import rma_device_worker
+
+# Each rank of several processes on one GPU says at destroy how its calls ran.
+RAN = re.compile(r"(\d+) collective\(s\) ran direct, (\d+) on the ring")
+
+
+def ran(out):
+    """(direct, ring) from a rank's INFO line at destroy."""
+    m = RAN.search(out)
+    assert m, out[-3000:]
+    return int(m.group(1)), int(m.group(2))
+
+
+def run_driver(driver, nprocs, args, mps, timeout=500):
+    """`mpirun -np nprocs DRIVER ARGS` on ACCL under the MPS daemon of `mps`
+    (the fixture's environment); checks the exit status and the table, and
+    returns every rank's (direct, ring) count."""
+    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
+               NCCL_DEBUG_SUBSYS="COLL")
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs)]
+    for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
+                "NCCL_DEBUG_SUBSYS"):
+        cmd += ["-x", var]
+    p = subprocess.run(cmd + [str(driver)] + args, capture_output=True, text=True, timeout=timeout, env=env)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
+    Table(p.stdout).assert_clean()
+    return [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
 
 
 def run_procs(worker, scenario, nranks, env=None, timeout=60, host_per_rank=False):

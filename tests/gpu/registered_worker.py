@@ -10,8 +10,8 @@ import sys
 import numpy as np
 
 import cupy as cp
-from rma_device_worker import FLOAT32, INT32, P, S, check, init, lib
-from symmetric_worker import C, MAX, N, OFF, SUM, data
+from rma_device_worker import FLOAT32, P, S, check, init, lib
+from symmetric_worker import N, OFF, SUM, data, run_collectives
 
 lib.ncclCommRegister.argtypes = [P, P, S, ctypes.POINTER(P)]
 lib.ncclCommDeregister.argtypes = [P, P]
@@ -71,53 +71,6 @@ class Rank:
             self.deregister(i)
             cp.cuda.runtime.free(self.raw[i])
         check(lib.ncclCommDestroy(self.comm), "ncclCommDestroy")
-
-
-def run_collectives(r):
-    """Every collective on a and b, at offsets, out of place and in place;
-    returns the number of calls."""
-    n, rank, ptr = r.n, r.rank, lambda a: P(a.data.ptr)
-    src, dst = r.view(0, OFF, N, cp.float32), r.view(1, OFF, N, cp.float32)
-    r.put(src, data(rank, N, np.float32))
-    check(lib.ncclAllReduce(ptr(src), ptr(dst), N, FLOAT32, SUM, r.comm, r.sp), "allreduce")
-    np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32) for q in range(n)))
-
-    buf = r.view(1, 0, N, cp.int32)
-    r.put(buf, data(rank, N, np.int32, 5))
-    check(lib.ncclAllReduce(ptr(buf), ptr(buf), N, INT32, MAX, r.comm, r.sp), "allreduce in place")
-    np.testing.assert_array_equal(r.get(buf), np.max([data(q, N, np.int32, 5) for q in range(n)], axis=0))
-
-    src, out = r.view(0, OFF, C, cp.float32), r.view(1, 0, n * C, cp.float32)
-    r.put(src, data(rank, C, np.float32, 1))
-    check(lib.ncclAllGather(ptr(src), ptr(out), C, FLOAT32, r.comm, r.sp), "allgather")
-    np.testing.assert_array_equal(r.get(out), np.concatenate([data(q, C, np.float32, 1) for q in range(n)]))
-    mine = r.view(1, rank * C * 4, C, cp.float32)
-    r.put(mine, data(rank, C, np.float32, 2))
-    check(lib.ncclAllGather(ptr(mine), ptr(out), C, FLOAT32, r.comm, r.sp), "allgather in place")
-    np.testing.assert_array_equal(r.get(out), np.concatenate([data(q, C, np.float32, 2) for q in range(n)]))
-
-    src, dst = r.view(0, 0, n * C, cp.float32), r.view(1, OFF, C, cp.float32)
-    r.put(src, data(rank, n * C, np.float32, 3))
-    check(lib.ncclReduceScatter(ptr(src), ptr(dst), C, FLOAT32, SUM, r.comm, r.sp), "reducescatter")
-    total = sum(data(q, n * C, np.float32, 3) for q in range(n))
-    np.testing.assert_array_equal(r.get(dst), total[rank * C:(rank + 1) * C])
-
-    # broadcast from the last rank; the others' send buffers are not registered (nobody reads them)
-    root, unused = n - 1, cp.zeros(N, cp.float32)
-    src, dst = r.view(0, OFF, N, cp.float32), r.view(1, OFF, N, cp.float32)
-    r.put(src, data(rank, N, np.float32, 4))
-    check(lib.ncclBroadcast(ptr(src if rank == root else unused), ptr(dst), N, FLOAT32, root, r.comm, r.sp),
-          "broadcast")
-    np.testing.assert_array_equal(r.get(dst), data(root, N, np.float32, 4))
-
-    src = r.view(0, OFF, N, cp.int32)
-    dst = r.view(1, 0, N, cp.int32) if rank == 0 else cp.zeros(N, cp.int32)
-    r.put(src, data(rank, N, np.int32, 6))
-    check(lib.ncclReduce(ptr(src), ptr(dst), N, INT32, SUM, 0, r.comm, r.sp), "reduce")
-    got = r.get(dst)
-    if rank == 0:
-        np.testing.assert_array_equal(got, sum(data(q, N, np.int32, 6) for q in range(n)))
-    return 7
 
 
 def registered(rank, nranks, uid):

@@ -75,20 +75,18 @@ def data(rank, count, dtype, salt=0):
     return (((np.arange(count, dtype=np.int64) * 7 + rank * 13 + salt) % 251) - 125).astype(dtype)
 
 
-def collectives(rank, nranks, uid):
-    """Every direct collective on window buffers, out of place and in place,
-    buffers at offsets and in two windows, roots whose unused buffers lie
-    outside any window, a CUDA graph replayed, and plain buffers (the ring)."""
-    r = Rank(rank, nranks, uid)
-    n, ptr = nranks, lambda a: P(a.data.ptr)
-
-    # allreduce, float sum, out of place from window a to window b
+def run_collectives(r):
+    """Every direct collective on r's buffers a and b (r.view), out of place
+    and in place, at offsets; roots whose unused buffers lie elsewhere (any
+    buffer will do there). Returns the number of calls."""
+    n, rank, ptr = r.n, r.rank, lambda a: P(a.data.ptr)
+    # allreduce, float sum, out of place from a to b
     src, dst = r.view(0, OFF, N, cp.float32), r.view(1, OFF, N, cp.float32)
     r.put(src, data(rank, N, np.float32))
     check(lib.ncclAllReduce(ptr(src), ptr(dst), N, FLOAT32, SUM, r.comm, r.sp), "allreduce")
     np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32) for q in range(n)))
 
-    # allreduce, int32 max, in place at the start of window b
+    # allreduce, int32 max, in place at the start of b
     buf = r.view(1, 0, N, cp.int32)
     r.put(buf, data(rank, N, np.int32, 5))
     check(lib.ncclAllReduce(ptr(buf), ptr(buf), N, INT32, MAX, r.comm, r.sp), "allreduce in place")
@@ -111,7 +109,7 @@ def collectives(rank, nranks, uid):
     total = sum(data(q, n * C, np.float32, 3) for q in range(n))
     np.testing.assert_array_equal(r.get(dst), total[rank * C:(rank + 1) * C])
 
-    # broadcast from the last rank; the others' send buffers lie outside any window
+    # broadcast from the last rank; the others' send buffers lie elsewhere
     root, outside = n - 1, cp.zeros(N, cp.float32)
     src, dst = r.view(0, OFF, N, cp.float32), r.view(1, OFF, N, cp.float32)
     r.put(src, data(rank, N, np.float32, 4))
@@ -119,7 +117,7 @@ def collectives(rank, nranks, uid):
           "broadcast")
     np.testing.assert_array_equal(r.get(dst), data(root, N, np.float32, 4))
 
-    # reduce to rank 0, int32 sum; the others' receive buffers lie outside any window
+    # reduce to rank 0, int32 sum; the others' receive buffers lie elsewhere
     src = r.view(0, OFF, N, cp.int32)
     dst = r.view(1, 0, N, cp.int32) if rank == 0 else cp.zeros(N, cp.int32)
     r.put(src, data(rank, N, np.int32, 6))
@@ -127,6 +125,16 @@ def collectives(rank, nranks, uid):
     got = r.get(dst)
     if rank == 0:
         np.testing.assert_array_equal(got, sum(data(q, N, np.int32, 6) for q in range(n)))
+    return 7
+
+
+def collectives(rank, nranks, uid):
+    """Every direct collective on window buffers, out of place and in place,
+    buffers at offsets and in two windows, roots whose unused buffers lie
+    outside any window, a CUDA graph replayed, and plain buffers (the ring)."""
+    r = Rank(rank, nranks, uid)
+    n, ptr = nranks, lambda a: P(a.data.ptr)
+    run_collectives(r)
 
     # a CUDA graph: every replay reduces again (the output is cleared between replays)
     src, dst = r.view(0, 0, N, cp.float32), r.view(1, OFF, N, cp.float32)

@@ -6,26 +6,16 @@ otherwise, so a rank that registered nothing, or a registration its peers have
 not seen yet, still gets right results. Each rank counts at destroy how its
 calls ran, which the tests compare with what the worker expects."""
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from nccl_table import Table
-
-import accl
 
 pytest.importorskip("cupy")
 import procs  # noqa: E402
+from procs import ran  # noqa: E402
 
 WORKER = Path(__file__).with_name("registered_worker.py")
-RAN = re.compile(r"(\d+) collective\(s\) ran direct, (\d+) on the ring")
-
-
-def ran(out):
-    """(direct, ring) from a rank's INFO line at destroy."""
-    m = RAN.search(out)
-    assert m, out[-3000:]
-    return int(m.group(1)), int(m.group(2))
+DRIVER_ARGS = ["-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-T", "240"]
 
 
 def run_procs(scenario, nranks, env, timeout=180):
@@ -46,22 +36,13 @@ def test_registered_buffers(mps, scenario, nranks):
 @pytest.mark.parametrize("name,extra", [("all_reduce", []), ("all_gather", []), ("reduce_scatter", []),
                                         ("broadcast", ["-r", "all"]), ("reduce", ["-r", "all"])])
 def test_drivers_on_registered_buffers_under_mps(drivers, mps, name, extra):
-    """nccl-tests' -R 1: every datatype and op, checked by the driver, at 2 and 4 processes."""
-    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
-               NCCL_DEBUG_SUBSYS="COLL")
+    """nccl-tests' -R 1: every datatype and op, checked by the driver, at 2 and
+    4 processes; the ring only before every rank saw the others' registrations
+    (the first size)."""
     for np_ in (2, 4):
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
-        for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
-                    "NCCL_DEBUG_SUBSYS"):
-            cmd += ["-x", var]
-        cmd += [str(drivers / f"{name}_perf"), "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
-                "-d", "all", "-o", "all", "-R", "1", "-T", "240"] + extra
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=500, env=env)
-        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
-        Table(p.stdout).assert_clean()
-        counts = [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
-        # the ring only before every rank saw the others' registrations (the first size)
-        assert len(counts) == np_ and all(d > 0 and r <= 16 for d, r in counts), (counts, p.stderr[-3000:])
+        counts = procs.run_driver(drivers / f"{name}_perf", np_, DRIVER_ARGS + ["-d", "all", "-o", "all", "-R", "1"] +
+                                  extra, mps)
+        assert len(counts) == np_ and all(d > 0 and r <= 16 for d, r in counts), counts
 
 
 @pytest.mark.timeout(300)
@@ -69,16 +50,5 @@ def test_drivers_on_registered_buffers_under_mps(drivers, mps, name, extra):
 def test_drivers_two_ranks_per_process_under_mps(drivers, mps, register):
     """2 processes of 2 ranks each (-g 2): ranks of one process reach each
     other's slots and buffers at their addresses, the others through CUDA IPC."""
-    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
-               NCCL_DEBUG_SUBSYS="COLL")
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
-    for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
-                "NCCL_DEBUG_SUBSYS"):
-        cmd += ["-x", var]
-    cmd += [str(drivers / "all_reduce_perf"), "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
-            "-g", "2", "-R", register, "-T", "240"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=250, env=env)
-    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
-    Table(p.stdout).assert_clean()
-    counts = [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
-    assert len(counts) == 4 and all(d > 0 and r <= 16 for d, r in counts), (counts, p.stderr[-3000:])
+    counts = procs.run_driver(drivers / "all_reduce_perf", 2, DRIVER_ARGS + ["-g", "2", "-R", register], mps, 250)
+    assert len(counts) == 4 and all(d > 0 and r <= 16 for d, r in counts), counts

@@ -7,29 +7,17 @@ hanging, and a rank whose buffers lie outside the windows makes every rank
 take the ring (right results, no hang). Each rank counts at destroy how its
 calls ran."""
 import os
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from nccl_table import Table
-
-import accl
 
 pytest.importorskip("cupy")
 import procs  # noqa: E402
+from procs import ran  # noqa: E402
 
 WORKER = Path(__file__).with_name("symmetric_worker.py")
-RAN = re.compile(r"(\d+) collective\(s\) ran direct, (\d+) on the ring")
 # collectives(): 7 calls and 3 graph replays on windows, 1 on plain buffers
 COLLECTIVES_RAN = (10, 1)
-
-
-def ran(out):
-    """(direct, ring) from a rank's INFO line at destroy."""
-    m = RAN.search(out)
-    assert m, out[-3000:]
-    return int(m.group(1)), int(m.group(2))
 
 
 def run_procs(scenario, nranks, env, timeout=120):
@@ -65,19 +53,10 @@ def test_a_rank_outside_the_windows_takes_everyone_to_the_ring(mps):
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name,extra", [("all_reduce", []), ("all_gather", []), ("reduce_scatter", []),
                                         ("broadcast", ["-r", "all"]), ("reduce", ["-r", "all"])])
-def test_drivers_on_windows_under_mps(drivers, mps, name, extra, tmp_path):
-    """nccl-tests' -R 2: every datatype and op, checked by the driver, at 2 and 4 processes."""
-    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
-               NCCL_DEBUG_SUBSYS="COLL")
+def test_drivers_on_windows_under_mps(drivers, mps, name, extra):
+    """nccl-tests' -R 2: every datatype and op, checked by the driver, at 2 and 4 processes, every call direct."""
     for np_ in (2, 4):
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
-        for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
-                    "NCCL_DEBUG_SUBSYS"):
-            cmd += ["-x", var]
-        cmd += [str(drivers / f"{name}_perf"), "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
-                "-d", "all", "-o", "all", "-R", "2", "-T", "240"] + extra
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=500, env=env)
-        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
-        Table(p.stdout).assert_clean()
-        counts = [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
-        assert len(counts) == np_ and all(d > 0 and r == 0 for d, r in counts), (counts, p.stderr[-3000:])
+        counts = procs.run_driver(drivers / f"{name}_perf", np_,
+                                  ["-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-d", "all",
+                                   "-o", "all", "-R", "2", "-T", "240"] + extra, mps)
+        assert len(counts) == np_ and all(d > 0 and r == 0 for d, r in counts), counts
