@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -120,22 +121,25 @@ struct Call {
 template <typename Ready>
 ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* stage, Ready ready,
                      bool stopped = true) {
-  Deadline deadline(&comm->abortFlag);
+  // Made at the first check: a call whose peers are there already (small
+  // calls, mostly) reads no clock.
+  std::optional<Deadline> deadline;
   for (int k = 0; k < comm->nranks; ++k) {
     Backoff b;
     while (!ready(d.slots[k])) {
       b.pause();
       if (!b.checkNow() || ready(d.slots[k])) continue;  // a rank that got here decides for itself
+      if (!deadline) deadline.emplace(&comm->abortFlag);
       if (stopped && d.slots[k].failed.load(std::memory_order_relaxed)) {
         comm->failedRank.store(k);
         WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
              "aborted or destroyed)", op, comm->name.c_str(), comm->rank, k);
         return ncclRemoteError;
       }
-      if (deadline.aborted()) return commAbortedResult(comm, op);
-      if (deadline.expired()) {
+      if (deadline->aborted()) return commAbortedResult(comm, op);
+      if (deadline->expired()) {
         WARN("%s (%s, rank %d): timed out (ACCL_TIMEOUT=%lld s) waiting for rank %d %s the direct collective", op,
-             comm->name.c_str(), comm->rank, static_cast<long long>(deadline.seconds()), k, stage);
+             comm->name.c_str(), comm->rank, static_cast<long long>(deadline->seconds()), k, stage);
         return ncclTimeout;
       }
       if (b.napping() && !processAlive(comm->peers[k].pid)) {
@@ -235,10 +239,13 @@ ncclResult_t movePart(const Call& c) {
 // the inputs in the slots' segment, in rank order (so every rank's result is
 // the same bits). The next call uses the other payloads, and the one after
 // starts only once every rank published the next (so had read these).
-void moveInline(const Call& c, const HostDirect& d, uint64_t call) {
+void moveInline(const Call& c, const HostDirect& d, uint64_t call, size_t sendBytes) {
   const CollArgs& a = *c.a;
   const int n = c.n, me = c.me;
   const size_t bytes = a.count * c.esize;
+  auto input = [&](int k) -> const char* {
+    return sendBytes <= kSmallBytes ? d.slots[k].desc[call & 1].small : d.payload(k, call);
+  };
   char* out = static_cast<char*>(a.recvbuff);
   int* order = c.order;
   const char** src = c.src;
@@ -249,14 +256,14 @@ void moveInline(const Call& c, const HostDirect& d, uint64_t call) {
     case CollKind::ReduceScatter:
       if (a.kind == CollKind::Reduce && me != a.root) break;
       for (int k = 0; k < n; ++k)
-        src[k] = d.payload(k, call) + (a.kind == CollKind::ReduceScatter ? me * bytes : 0);
+        src[k] = input(k) + (a.kind == CollKind::ReduceScatter ? me * bytes : 0);
       reduceChunk(c, order, src, a.count, out, nullptr);
       break;
     case CollKind::AllGather:
-      for (int k = 0; k < n; ++k) memcpy(out + k * bytes, d.payload(k, call), bytes);
+      for (int k = 0; k < n; ++k) memcpy(out + k * bytes, input(k), bytes);
       break;
     case CollKind::Broadcast:
-      if (out != a.sendbuff || me != a.root) memcpy(out, d.payload(a.root, call), bytes);
+      if (out != a.sendbuff || me != a.root) memcpy(out, input(a.root), bytes);
       break;
     default:
       break;
@@ -315,20 +322,27 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     return r;
   };
   CallDesc& desc = mine.desc[call & 1];
-  desc.kind = static_cast<int32_t>(a.kind);
+  desc.kind = static_cast<int8_t>(a.kind);
   desc.root = a.root;
-  desc.type = static_cast<int32_t>(a.type);
-  desc.op = static_cast<int32_t>(red.kind);
+  desc.type = static_cast<int8_t>(a.type);
+  desc.op = static_cast<int8_t>(red.kind);
   desc.bytes = a.count * esize;
-  desc.sendWin = sendWin;
-  desc.recvWin = recvWin;
-  desc.sendAt = sendAt;
-  desc.recvAt = recvAt;
   desc.scalar = red.scalar;
-  if (inlined && (a.kind != CollKind::Broadcast || me == a.root)) memcpy(d->payload(me, call), a.sendbuff, sendBytes);
+  if (!inlined) {
+    desc.where = CallDesc::Where{sendWin, recvWin, sendAt, recvAt};
+  } else if (a.kind != CollKind::Broadcast || me == a.root) {
+    memcpy(sendBytes <= kSmallBytes ? desc.small : d->payload(me, call), a.sendbuff, sendBytes);
+  }
+  desc.call.store(call, std::memory_order_release);
   mine.published.store(call);  // seq_cst: against fail()'s check of published
-  ncclResult_t r = waitAll(comm, *d, a.opName, "to start",
-                           [call](const Slot& s) { return s.published.load(std::memory_order_acquire) >= call; });
+  // Inline calls wait on the descriptions, which hold all they read of a
+  // small call; direct calls on `published`.
+  const int p = call & 1;
+  ncclResult_t r = inlined ? waitAll(comm, *d, a.opName, "to start", [call, p](const Slot& s) {
+    return s.desc[p].call.load(std::memory_order_acquire) >= call;
+  }) : waitAll(comm, *d, a.opName, "to start", [call](const Slot& s) {
+    return s.published.load(std::memory_order_acquire) >= call;
+  });
   if (r != ncclSuccess) return fail(r);
 
   // Every rank sees the same slots, so a differing call is ncclInvalidUsage
@@ -336,7 +350,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   for (int k = 0; k < n; ++k) {
     const CallDesc& s = d->slots[k].desc[call & 1];
     if (s.kind != desc.kind || s.bytes != desc.bytes || s.root != desc.root || s.type != desc.type ||
-        s.op != desc.op) {
+        s.op != desc.op) {  // the same size on every rank: the same place for small inputs
       WARN("%s (%s, rank %d): rank %d runs %s of %llu bytes of %s, %s, root %d, where this rank runs %s of %llu "
            "bytes of %s, %s, root %d: every rank must make the same collective calls in the same order", a.opName,
            comm->name.c_str(), me, k, collName(static_cast<CollKind>(s.kind)),
@@ -392,9 +406,9 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     const CallDesc& sd = s.desc[call & 1];
     c.scalars[k] = sd.scalar;
     if (inlined) continue;
-    if ((sharesSend(a.kind, k, a.root) || k == me) && !reach(k, sd.sendWin, sd.sendAt, &c.in[k]))
+    if ((sharesSend(a.kind, k, a.root) || k == me) && !reach(k, sd.where.sendWin, sd.where.sendAt, &c.in[k]))
       return fail(ncclInvalidUsage);
-    if ((sharesRecv(a.kind, k, a.root) || k == me) && !reach(k, sd.recvWin, sd.recvAt, &c.out[k]))
+    if ((sharesRecv(a.kind, k, a.root) || k == me) && !reach(k, sd.where.recvWin, sd.where.recvAt, &c.out[k]))
       return fail(ncclInvalidUsage);
   }
   if (inlined) {
@@ -403,7 +417,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
       INFO(kColl, "%s rank %d: %s runs inline (first such call): %zu bytes carried in the slots' segment",
            comm->name.c_str(), me, a.opName, static_cast<size_t>(largest));
     }
-    moveInline(c, *d, call);
+    moveInline(c, *d, call, sendBytes);
     mine.finished.store(call, std::memory_order_release);
     mine.left.store(call, std::memory_order_release);
     return ncclSuccess;

@@ -20,25 +20,41 @@ namespace accl {
 // has two payloads of kInlineBytes after the slots, used by alternate calls.
 constexpr size_t kInlineBytes = 16384;
 
-// A call as a rank publishes it.
-struct CallDesc {
-  int32_t kind, root, type, op;
-  int32_t sendWin, recvWin;  // the windows the buffers lie in, or -1: sendAt/recvAt are addresses
-  uint64_t bytes;            // the call's count in bytes
-  uint64_t sendAt, recvAt;   // offsets in the windows, or addresses in the rank's process
-  Scalar scalar;             // this rank's PreMulSum scalar, for its own input
-};
+// Inline calls of at most this many input bytes carry them in the call's
+// description: one cache line then brings a peer all it needs.
+constexpr size_t kSmallBytes = 24;
 
-// A rank's slot, in the segment every rank maps (two cache line pairs each).
-// Calls alternate between two descriptions: an inline call has no closing
-// barrier, so a rank may publish the next call while another still reads
-// this one's; it cannot publish the one after before every rank published
-// the next, that is, finished reading this one.
+// A call as a rank publishes it: one cache line.
+struct alignas(64) CallDesc {
+  std::atomic<uint64_t> call;  // the call described here (stored last): inline calls wait on it
+  int8_t kind, type, op, unused;
+  int32_t root;
+  uint64_t bytes;  // the call's count in bytes
+  Scalar scalar;   // this rank's PreMulSum scalar, for its own input
+  struct Where {
+    int32_t sendWin, recvWin;  // the windows the buffers lie in, or -1: sendAt/recvAt are addresses
+    uint64_t sendAt, recvAt;   // offsets in the windows, or addresses in the rank's process
+  };
+  union {
+    Where where;                // direct calls
+    char small[kSmallBytes];    // inline calls of at most kSmallBytes: the input
+  };
+};
+static_assert(sizeof(CallDesc) == 64, "a call's description is one cache line");
+
+// A rank's slot, in the segment every rank maps: four cache lines, so that a
+// peer polling one is not slowed by writes to another. Calls alternate
+// between two descriptions: an inline call has no closing barrier, so a rank
+// may publish the next call while another still reads this one's; it cannot
+// publish the one after before every rank published the next, that is,
+// finished reading this one.
 struct alignas(128) Slot {
-  std::atomic<uint64_t> published;  // the call whose buffers are below
+  std::atomic<int32_t> failed;  // this rank failed or stopped: the others leave their direct calls
+  char rarelyWritten[60];       // so the peers keep `failed` cached between calls
+  std::atomic<uint64_t> published;  // the call whose buffers are described (direct calls wait on it)
   std::atomic<uint64_t> finished;   // the last call whose part this rank moved
   std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
-  std::atomic<int32_t> failed;      // this rank failed or stopped: the others leave their direct calls
+  char ownerWritten[40];
   CallDesc desc[2];                 // call c's is desc[c & 1]
 };
 static_assert(sizeof(Slot) == 256, "one slot per 256 bytes");

@@ -19,8 +19,8 @@ class Deadline {
   using Clock = std::chrono::steady_clock;
   // seconds <= 0: no deadline (the abort flag is still honoured).
   explicit Deadline(const std::atomic<uint32_t>* abortFlag, int64_t seconds)
-      : abort_(abortFlag), infinite_(seconds <= 0),
-        end_(Clock::now() + std::chrono::seconds(seconds > 0 ? seconds : 0)) {}
+      : abort_(abortFlag), infinite_(seconds <= 0), start_(Clock::now()),
+        end_(start_ + std::chrono::seconds(seconds > 0 ? seconds : 0)) {}
   explicit Deadline(const std::atomic<uint32_t>* abortFlag)
       : Deadline(abortFlag, paramInt(Param::Timeout)) {}
 
@@ -40,7 +40,7 @@ class Deadline {
  private:
   const std::atomic<uint32_t>* abort_;
   bool infinite_;
-  Clock::time_point start_ = Clock::now();
+  Clock::time_point start_;  // one clock read for both
   Clock::time_point end_;
 };
 
