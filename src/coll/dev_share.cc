@@ -143,7 +143,7 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
     comm->gpuBytes += sizeof(DevDirectSlot) + tableBytes + liveBytes;
     s->mapBytes_ = sizeof(Table) * n;
     if (me == 0) {
-      NCCLCHECK(shmSegmentCreate(comm, 0, segmentName(comm), s->mapBytes_, &s->map_));
+      NCCLCHECK(shmSegmentCreate(comm, "the registrations' tables", segmentName(comm), s->mapBytes_, &s->map_));
       memset(s->map_, 0, s->mapBytes_);
     }
     return ncclSuccess;
@@ -154,7 +154,7 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
   // Each rank maps the others' slots (and the segment, made by rank 0).
   int32_t ok = 1;
   for (int q = 0; q < n && ok; ++q) ok = all[q].ready;
-  if (ok && me != 0 && shmSegmentOpen(comm, 0, segmentName(comm), s->mapBytes_, &s->map_) != ncclSuccess) ok = 0;
+  if (ok && me != 0 && shmSegmentOpen(comm, "the registrations' tables", segmentName(comm), s->mapBytes_, &s->map_) != ncclSuccess) ok = 0;
   for (int q = 0; q < n && ok; ++q) {
     if (sameProcess(comm, q)) {
       s->slots[q] = reinterpret_cast<DevDirectSlot*>(all[q].slotAddr);

@@ -106,13 +106,13 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
   const size_t bytes = segmentBytes(n);
   std::vector<int32_t> made(n, 0);
   void* map = nullptr;
-  if (me == 0 && shmSegmentCreate(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess) {  // else WARNed
+  if (me == 0 && shmSegmentCreate(comm, "the direct collectives' slots", segmentName(comm), bytes, &map) == ncclSuccess) {  // else WARNed
     memset(map, 0, bytes);
     comm->hostDirect.reset(new HostDirect(comm, map, bytes, segmentName(comm)));
     made[0] = 1;
   }
   NCCLCHECK(comm->bootstrap->allgather(made.data(), sizeof(int32_t)));
-  if (me != 0 && made[0] && shmSegmentOpen(comm, 0, segmentName(comm), bytes, &map) == ncclSuccess)
+  if (me != 0 && made[0] && shmSegmentOpen(comm, "the direct collectives' slots", segmentName(comm), bytes, &map) == ncclSuccess)
     comm->hostDirect.reset(new HostDirect(comm, map, bytes));
   // Each rank tries to attach to every process of another rank.
   struct Report {

@@ -51,8 +51,11 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
 void shmUnlinkRecv(Connection* recv);  // any connection: unlinks its shm name if it has one
 // Shared-memory segments (shm.cc), named per (comm, sender, receiver, tag).
 std::string shmSegmentName(const ncclComm* comm, int sender, int receiver, int tag);
-ncclResult_t shmSegmentCreate(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map);
-ncclResult_t shmSegmentOpen(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map);
+// `what` names the segment's use in a WARN ("its FIFO from rank 3").
+ncclResult_t shmSegmentCreate(ncclComm* comm, const std::string& what, const std::string& name, size_t bytes,
+                              void** map);
+ncclResult_t shmSegmentOpen(ncclComm* comm, const std::string& what, const std::string& name, size_t bytes,
+                            void** map);
 // Device connectors (ipc.cc; tags >= kTagDevice): GPU slots through CUDA IPC,
 // control blocks in shared memory. Without CUDA these fail with ncclInternalError.
 ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);

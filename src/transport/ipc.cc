@@ -133,7 +133,8 @@ ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   auto c = std::make_unique<IpcConnection>(comm, peer, false);
   c->slotBytes_ = slotBytesParam();
   c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
-  NCCLCHECK(shmSegmentCreate(comm, peer, c->name_, c->bytes_, &c->map_));
+  NCCLCHECK(shmSegmentCreate(comm, "the control of its device FIFO from rank " + std::to_string(peer), c->name_, c->bytes_,
+                             &c->map_));
   for (int ch = 0; ch < c->nChannels_; ++ch) {
     FifoCtrl* ctrl = new (c->ctrlOf(ch)) FifoCtrl();
     ctrl->tail.store(0);
@@ -165,7 +166,8 @@ ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
 
 ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   auto c = std::make_unique<IpcConnection>(comm, peer, true);
-  NCCLCHECK(shmSegmentOpen(comm, peer, shmSegmentName(comm, comm->rank, peer, tag), c->bytes_, &c->map_));
+  NCCLCHECK(shmSegmentOpen(comm, "the device FIFO to rank " + std::to_string(peer), shmSegmentName(comm, comm->rank, peer, tag),
+                         c->bytes_, &c->map_));
   IpcHeader* h = c->header();
   if (h->magic != kIpcMagic || h->nChannels != c->nChannels_) {
     WARN("%s (rank %d): the device connector from rank %d has %d channels where %d were expected", comm->name.c_str(),

@@ -61,7 +61,7 @@ bool shmUsable(ncclComm* comm, int peer) {
   return !paramInt(Param::ShmDisable) && comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash;
 }
 
-ncclResult_t shmSegmentCreate(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map) {
+ncclResult_t shmSegmentCreate(ncclComm* comm, const std::string& what, const std::string& name, size_t bytes, void** map) {
   *map = nullptr;
   shm_unlink(name.c_str());  // a leftover from a crashed run with the same hash is stale
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -76,9 +76,9 @@ ncclResult_t shmSegmentCreate(ncclComm* comm, int peer, const std::string& name,
     close(fd);
     shm_unlink(name.c_str());
     if (err == ENOSPC)
-      WARN("/dev/shm is too small: rank %d needs %zu bytes for its FIFO from rank %d, %s available "
+      WARN("/dev/shm is too small: rank %d needs %zu bytes for %s, %s available "
            "(enlarge /dev/shm, e.g. docker --shm-size, lower NCCL_BUFFSIZE, or set NCCL_SHM_DISABLE=1)",
-           comm->rank, bytes, peer, shmSpace().c_str());
+           comm->rank, bytes, what.c_str(), shmSpace().c_str());
     else
       WARN("posix_fallocate(%s, %zu) failed: %s", name.c_str(), bytes, strerror(err));
     return ncclSystemError;
@@ -94,12 +94,11 @@ ncclResult_t shmSegmentCreate(ncclComm* comm, int peer, const std::string& name,
   return ncclSuccess;
 }
 
-ncclResult_t shmSegmentOpen(ncclComm* comm, int peer, const std::string& name, size_t bytes, void** map) {
+ncclResult_t shmSegmentOpen(ncclComm* comm, const std::string& what, const std::string& name, size_t bytes, void** map) {
   *map = nullptr;
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) {
-    WARN("rank %d: shm_open(%s) for sending to rank %d failed: %s", comm->rank, name.c_str(), peer,
-         strerror(errno));
+    WARN("rank %d: shm_open(%s) for %s failed: %s", comm->rank, name.c_str(), what.c_str(), strerror(errno));
     return ncclSystemError;
   }
   void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -120,7 +119,7 @@ ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
   size_t slot = slotBytesParam();
   c->bytes_ = fifoBytes(slot);
-  NCCLCHECK(shmSegmentCreate(comm, peer, c->name_, c->bytes_, &c->map_));
+  NCCLCHECK(shmSegmentCreate(comm, "its FIFO from rank " + std::to_string(peer), c->name_, c->bytes_, &c->map_));
   fifoInit(c->map_, slot, &c->fifo);
   c->fifo.ctrl->receiverPid = getpid();
   c->fifo.ctrl->senderPid = comm->peers[peer].pid;
@@ -137,7 +136,7 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   std::string name = shmSegmentName(comm, comm->rank, peer, tag);
   size_t slot = slotBytesParam();
   c->bytes_ = fifoBytes(slot);
-  NCCLCHECK(shmSegmentOpen(comm, peer, name, c->bytes_, &c->map_));
+  NCCLCHECK(shmSegmentOpen(comm, "the FIFO to rank " + std::to_string(peer), name, c->bytes_, &c->map_));
   c->fifo.ctrl = static_cast<FifoCtrl*>(c->map_);
   c->fifo.data = static_cast<char*>(c->map_) + 4096;
   c->fifo.slotBytes = slot;
