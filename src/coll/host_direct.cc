@@ -314,6 +314,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // output, which the caller may reuse once this returns. A rank that has not
   // published the call never touches a buffer of it: if it publishes later,
   // it sees this rank stopped before it moves anything (both sides seq_cst).
+  // (Inline calls go on once every description holds the call, before
+  // `published` may be; they write no other rank's buffer, only their own.)
   auto fail = [&](ncclResult_t r) {
     mine.failed.store(1);
     mine.left.store(call);

@@ -46,7 +46,8 @@ static_assert(sizeof(CallDesc) == 64, "a call's description is one cache line");
 // peer polling one is not slowed by writes to another. Calls alternate
 // between two descriptions: an inline call has no closing barrier, so a rank
 // may publish the next call while another still reads this one's; it cannot
-// publish the one after before every rank published the next, that is,
+// publish the one after before every rank published the next (its
+// description's `call`, stored after everything else in it), that is,
 // finished reading this one.
 struct alignas(128) Slot {
   std::atomic<int32_t> failed;  // this rank failed or stopped: the others leave their direct calls

@@ -24,6 +24,7 @@
  *             ncclInvalidUsage (the WARN names the rank)
  *   dtype     the same with another datatype of the same size (int32 for float)
  *   smallmismatch  mismatch with 100 floats (the inline path)
+ *   tinymismatch   6 floats against 7: one rank's input in its description, the other's in the payloads
  *   abort     processes; rank 1 aborts its communicator and stays alive: the
  *             others' collective fails with ncclRemoteError in seconds
  *   destroy   the same with ncclCommDestroy
@@ -199,9 +200,10 @@ static void smallCalls(int rank, ncclComm_t comm) {
           CHECK(send[i] == (float)((root + 1) * (call % 7 + 1) + (int)(i % 5)), "small broadcast %d: %zu", call, i);
         break;
       case 2:
-        CHECK(ncclReduce(send, recv, n, ncclFloat, ncclMax, root, comm, NULL) == ncclSuccess, "small reduce");
-        for (size_t i = 0; rank == root && i < n; ++i)
-          CHECK(recv[i] == (float)(nranks * (call % 7 + 1) + (int)(i % 5)), "small reduce %d: %zu", call, i);
+        CHECK(ncclReduce(send, recv, n, ncclFloat, ncclSum, root, comm, NULL) == ncclSuccess, "small reduce");
+        for (size_t i = 0; rank == root && i < n; ++i)  /* a sum: every rank's input counts */
+          CHECK(recv[i] == (float)(nranks * (nranks + 1) / 2 * (call % 7 + 1) + nranks * (int)(i % 5)),
+                "small reduce %d: %zu", call, i);
         break;
       case 3:
         CHECK(ncclAllGather(send, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "small allgather");
@@ -244,11 +246,11 @@ static void* runRank(void* arg) {
     CHECK(ncclCommWindowRegister(comm, recvWin, bytes, &wr, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
   }
 
-  if (is("mismatch") || is("dtype") || is("smallmismatch")) {
+  if (is("mismatch") || is("dtype") || is("smallmismatch") || is("tinymismatch")) {
     fill(sendWin, rank, COUNT);
     const int odd = rank == 1 && !is("dtype");
     const ncclDataType_t type = rank == 1 && is("dtype") ? ncclInt32 : ncclFloat;
-    const size_t count = is("smallmismatch") ? 100 : COUNT; /* 400 bytes: inline */
+    const size_t count = is("smallmismatch") ? 100 : is("tinymismatch") ? 6 : COUNT; /* 400 and 24 bytes: inline */
     ncclResult_t r = ncclAllReduce(sendWin, recvWin, count + odd, type, ncclSum, comm, NULL);
     CHECK(r == ncclInvalidUsage, "a call that differs on rank 1 gave %d, not ncclInvalidUsage", r);
     ncclCommAbort(comm);

@@ -270,7 +270,7 @@ def test_failed_direct_call_leaves_the_output_alone(c_program):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", ["mismatch", "dtype", "smallmismatch"])
+@pytest.mark.parametrize("mode", ["mismatch", "dtype", "smallmismatch", "tinymismatch"])
 def test_direct_collective_mismatch_fails_every_rank(c_program, mode):
     # Rank 1 passes another count ("mismatch") or another datatype of the same
     # size ("dtype"): ncclInvalidUsage on every rank, each WARN naming a rank.
