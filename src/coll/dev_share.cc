@@ -14,30 +14,14 @@
 
 #include "coll/dev_ipc.h"
 #include "coll/dev_state.h"
+#include "coll/reg_table.h"
 #include "transport/connection.h"
 
 namespace accl {
 namespace {
 
-constexpr int kCap = kDevMaxRegistrations;
-
-// One exported allocation in a rank's table. `id` is written last (and
-// checked again after the handle is read), so a reader never takes a handle
-// that is being replaced: an entry's place is reused, under a new id, only
-// once its registration is dead.
-struct Entry {
-  std::atomic<uint32_t> id;
-  std::atomic<uint32_t> live;
-  uint64_t base;  // the allocation in its own process (ranks of that process use it as it is)
-  char handle[sizeof(cudaIpcMemHandle_t)];
-};
-struct Table {
-  std::atomic<uint32_t> count;   // ids so far (the next one)
-  std::atomic<uint32_t> deaths;  // registrations that died so far
-  char pad[56];
-  Entry e[kCap];
-};
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "atomics in shared memory");
+constexpr int kCap = kRegPlaces;
+static_assert(sizeof(cudaIpcMemHandle_t) == kRegHandleBytes, "IPC handles fit the table");
 
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagDevShare); }
 
@@ -59,7 +43,7 @@ class DevShare {
   explicit DevShare(ncclComm* comm) : comm_(comm) {}
   ~DevShare();
 
-  Table* table(int r) const { return static_cast<Table*>(map_) + r; }
+  RegTable* table(int r) const { return static_cast<RegTable*>(map_) + r; }
   // This rank's buffer [p, p + bytes) in an exported allocation: its id + 1
   // and offset there (false: in none).
   bool find(const void* p, size_t bytes, uint32_t* reg, size_t* off);
@@ -73,7 +57,7 @@ class DevShare {
   DevDirectSlot* mine = nullptr;  // this rank's slot (device memory)
   DevDirectSlot* slots[kDevMaxDirect] = {};  // every rank's, as mapped here
   std::vector<void*> openedSlots;
-  void* map_ = nullptr;  // every rank's Table
+  void* map_ = nullptr;  // every rank's RegTable
   size_t mapBytes_ = 0;
 
   // Exports: this rank's registered allocations, by base.
@@ -88,22 +72,19 @@ class DevShare {
 
   // Imports: the peers' registrations mapped here, by peer and place.
   struct Import {
-    uint32_t id = 0;
     void* base = nullptr;
     bool mappedHere = false;  // through CUDA IPC (else the peer is in this process)
   };
   char** regBases = nullptr;  // device memory: kDevMaxDirect x kCap, what the kernels read
   std::vector<Import> imports;
-  std::vector<uint32_t> scanned;     // by peer: ids below were looked at (the published `mapped`)
-  std::vector<uint32_t> deathsSeen;  // by peer
-  std::vector<bool> stuck;           // by peer: a mapping failed (WARNed); later ids stay unmapped
+  std::vector<RegMirror> mirrors;  // by peer
 };
 
 void DevShareDeleter::operator()(DevShare* s) const { delete s; }
 
 DevShare::~DevShare() {
   for (const Import& i : imports)
-    if (i.mappedHere) ipcClose(i.base);
+    if (i.mappedHere) ipcClose(i.base);  // every mapped entry: the mirrors' and their failed opens' are none
   for (void* p : openedSlots) ipcClose(p);
   if (regBases) (void)cudaFree(regBases);
   if (liveIds) (void)cudaFree(liveIds);
@@ -141,7 +122,7 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
     std::vector<uint32_t> none(kCap, ~0u);
     NCCLCHECK(devWriteSync(comm, p, none.data(), liveBytes, "cudaMemcpy (live registrations)"));
     comm->gpuBytes += sizeof(DevDirectSlot) + tableBytes + liveBytes;
-    s->mapBytes_ = sizeof(Table) * n;
+    s->mapBytes_ = sizeof(RegTable) * n;
     if (me == 0) {
       NCCLCHECK(shmSegmentCreate(comm, "the registrations' tables", segmentName(comm), s->mapBytes_, &s->map_));
       memset(s->map_, 0, s->mapBytes_);
@@ -186,9 +167,7 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
     return ncclSuccess;
   }
   s->imports.resize(static_cast<size_t>(n) * kCap);
-  s->scanned.assign(n, 0);
-  s->deathsSeen.assign(n, 0);
-  s->stuck.assign(n, false);
+  s->mirrors.resize(n);
   *out = std::move(s);
   return ncclSuccess;
 }
@@ -213,56 +192,31 @@ void DevShare::refresh(uint32_t* mapped) {
   for (int q = 0; q < n; ++q) {
     mapped[q] = 0;
     if (q == comm_->rank) continue;
-    Table* t = table(q);
     Import* row = imports.data() + static_cast<size_t>(q) * kCap;
     char** bases = regBases + static_cast<size_t>(q) * kCap;
-    auto drop = [&](int i) {  // the peer waited for its work before it deregistered
-      char* none = nullptr;
-      if (row[i].mappedHere) ipcClose(row[i].base);
-      row[i] = Import{};
-      if (!deviceWrite(comm_, bases + i, &none, sizeof none, "cudaMemcpy (registration table)")) stuck[q] = true;
-    };
-    // Dead registrations first: their places may be reused below.
-    const uint32_t deaths = t->deaths.load(std::memory_order_acquire);
-    if (deaths != deathsSeen[q]) {
-      deathsSeen[q] = deaths;
-      for (int i = 0; i < kCap; ++i) {
-        const Entry& e = t->e[i];
-        if (row[i].base && !(e.id.load(std::memory_order_acquire) == row[i].id && e.live.load(std::memory_order_acquire)))
-          drop(i);
-      }
-    }
-    const uint32_t count = t->count.load(std::memory_order_acquire);
-    for (uint32_t id = scanned[q]; id < count && !stuck[q]; ++id) {
-      const int i = static_cast<int>(id % kCap);
-      const Entry& e = t->e[i];
-      scanned[q] = id;
-      if (e.id.load(std::memory_order_acquire) != id) continue;  // replaced, or skipped: dead before this rank saw it
-      char handle[sizeof(cudaIpcMemHandle_t)];
-      memcpy(handle, e.handle, sizeof handle);
-      const uint64_t addr = e.base;
-      const bool live = e.live.load(std::memory_order_acquire);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (e.id.load(std::memory_order_relaxed) != id || !live) continue;
-      if (row[i].base) drop(i);  // an older registration at this place, dead
-      if (stuck[q]) break;
-      Import im{id, reinterpret_cast<void*>(addr), false};
+    auto open = [&](int place, uint32_t, const char* handle, uint64_t base) {
+      Import im{reinterpret_cast<void*>(base), false};
       if (!sameProcess(comm_, q)) {
-        if (ipcOpen(comm_, handle, q, "a collective (a peer's ncclCommRegister'd buffer)", &im.base) != ncclSuccess) {
-          stuck[q] = true;  // WARNed; this peer's later registrations run on the ring
-          break;
-        }
+        if (ipcOpen(comm_, handle, q, "a collective (a peer's ncclCommRegister'd buffer)", &im.base) != ncclSuccess)
+          return false;  // WARNed; this peer's later registrations run on the ring
         im.mappedHere = true;
       }
-      row[i] = im;
       char* b = static_cast<char*>(im.base);
-      if (!deviceWrite(comm_, bases + i, &b, sizeof b, "cudaMemcpy (registration table)")) {
-        stuck[q] = true;
-        break;
+      if (!deviceWrite(comm_, bases + place, &b, sizeof b, "cudaMemcpy (registration table)")) {
+        if (im.mappedHere) ipcClose(im.base);
+        return false;
       }
-    }
-    if (!stuck[q]) scanned[q] = count;
-    mapped[q] = scanned[q];
+      row[place] = im;
+      return true;
+    };
+    auto close = [&](int place) {  // the peer waited for its work before it deregistered
+      char* none = nullptr;
+      if (row[place].mappedHere) ipcClose(row[place].base);
+      row[place] = Import{};
+      (void)deviceWrite(comm_, bases + place, &none, sizeof none, "cudaMemcpy (registration table)");
+    };
+    mirrors[q].refresh(*table(q), open, close);
+    mapped[q] = mirrors[q].watermark();
   }
 }
 
@@ -296,16 +250,6 @@ void devShareRegister(ncclComm* comm, DevShare* share, Registration* reg) {
     reg->shared = base;
     return;
   }
-  // The next id whose place is free (a long-lived registration keeps its place).
-  Table* t = share->table(comm->rank);
-  uint32_t id = t->count.load(std::memory_order_relaxed);
-  int tries = 0;
-  while (tries < kCap && t->e[id % kCap].live.load(std::memory_order_relaxed)) ++id, ++tries;
-  if (tries == kCap) {
-    INFO(kColl, "ncclCommRegister (%s, rank %d): %d registered allocations are shared already; collectives on "
-         "%p take the ring", comm->name.c_str(), comm->rank, kCap, reg->buff);
-    return;
-  }
   cudaIpcMemHandle_t h;
   cudaError_t err = cudaIpcGetMemHandle(&h, base);
   if (err != cudaSuccess) {
@@ -314,16 +258,17 @@ void devShareRegister(ncclComm* comm, DevShare* share, Registration* reg) {
          "collectives on it take the ring", comm->name.c_str(), comm->rank, reg->buff, cudaGetErrorString(err));
     return;
   }
-  const int place = static_cast<int>(id % kCap);
-  if (!share->setLive(place, id)) return;  // WARNed: its calls take the ring
-  Entry& e = t->e[place];
-  e.id.store(~0u, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  memcpy(e.handle, &h, sizeof h);
-  e.base = reinterpret_cast<uint64_t>(base);
-  e.live.store(1, std::memory_order_relaxed);
-  e.id.store(id, std::memory_order_release);
-  t->count.store(id + 1, std::memory_order_release);
+  // The kernels see it live before the peers can map it.
+  uint32_t id = 0;
+  char handle[kRegHandleBytes];
+  memcpy(handle, &h, sizeof h);
+  if (!regAdd(share->table(comm->rank), handle, reinterpret_cast<uint64_t>(base), &id,
+              [&](int place, uint32_t newId) { return share->setLive(place, newId); })) {
+    INFO(kColl, "ncclCommRegister (%s, rank %d): %p is not shared (%d registered allocations are already, or the "
+         "device table could not be written); collectives on it take the ring", comm->name.c_str(), comm->rank,
+         reg->buff, kCap);
+    return;
+  }
   share->exports[base] = DevShare::Export{bytes, id, 1};
   reg->shared = base;
   INFO(kColl, "ncclCommRegister (%s, rank %d): %p shared with the other processes as registration %u",
@@ -345,11 +290,8 @@ ncclResult_t devShareDeregister(ncclComm* comm, DevShare* share, Registration* r
   // failed, the communicator is unusable anyway: the entry dies all the same.
   const ncclResult_t waited = devWait(comm);
   std::lock_guard<std::mutex> lock(share->mu);
-  const int place = static_cast<int>(gone.id % kCap);
-  (void)share->setLive(place, ~0u);  // graphs that name it now take the ring
-  Table* t = share->table(comm->rank);
-  t->e[place].live.store(0, std::memory_order_release);
-  t->deaths.fetch_add(1, std::memory_order_acq_rel);
+  (void)share->setLive(static_cast<int>(gone.id % kCap), ~0u);  // graphs that name it now take the ring
+  regKill(share->table(comm->rank), gone.id);
   return waited;
 }
 

@@ -23,7 +23,9 @@
 // - Ranks of the same process reach each other's slots and registrations at
 //   their addresses (a process cannot map its own memory through CUDA IPC).
 //
-// Only built with the CUDA executor (ACCL_HAVE_DEVICE_PATH).
+// The tables' bookkeeping (ids, places, what a peer has mapped) is
+// coll/reg_table.h, apart from CUDA and unit-tested. Only built with the CUDA
+// executor (ACCL_HAVE_DEVICE_PATH).
 #pragma once
 
 #include <cstddef>

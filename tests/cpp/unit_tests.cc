@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "core/config.h"
 #include "core/debug.h"
 #include "core/param.h"
+#include "coll/reg_table.h"
 #include "coll/tree.h"
 #include "coll/tuner.h"
 #include "device/host_reduce.h"
@@ -351,6 +353,123 @@ TEST(tuner_model) {
   CHECK(predictUs(CollKind::AllReduce, Algo::Tree, 8, 16, 1) < predictUs(CollKind::AllReduce, Algo::Ring, 8, 16, 1));
   CHECK(predictUs(CollKind::AllReduce, Algo::Ring, 1 << 28, 2, 1) <= predictUs(CollKind::AllReduce, Algo::Tree, 1 << 28, 2, 1));
   CHECK(predictUs(CollKind::AllReduce, Algo::Ring, 1 << 20, 4, 2) > predictUs(CollKind::AllReduce, Algo::Ring, 1 << 20, 4, 1));
+}
+
+
+// The shared registrations' table (coll/reg_table.h): a rank adds and kills
+// entries; a peer's mirror maps what is new and unmaps what died, through
+// callbacks that record what they were asked.
+struct MirrorLog {
+  std::vector<std::string> calls;  // "open place id base" / "close place", in order
+  uint32_t failId = ~0u;           // open fails for this id
+  void refresh(accl::RegMirror& m, const accl::RegTable& t) {
+    m.refresh(
+        t,
+        [&](int place, uint32_t id, const char* handle, uint64_t base) {
+          calls.push_back("open " + std::to_string(place) + " " + std::to_string(id) + " " + std::to_string(base) +
+                          " " + std::string(handle, 3));
+          return id != failId;
+        },
+        [&](int place) { calls.push_back("close " + std::to_string(place)); });
+  }
+};
+
+uint32_t addOrDie(accl::RegTable* t, uint64_t base) {
+  char handle[accl::kRegHandleBytes] = {};
+  snprintf(handle, sizeof handle, "h%02d", static_cast<int>(base % 100));
+  uint32_t id = ~0u;
+  CHECK(accl::regAdd(t, handle, base, &id, [](int, uint32_t) { return true; }));
+  return id;
+}
+
+TEST(reg_table_add_kill_mirror) {
+  auto t = std::make_unique<RegTable>();
+  RegMirror m;
+  MirrorLog log;
+  CHECK_EQ(addOrDie(t.get(), 10), 0u);
+  CHECK_EQ(addOrDie(t.get(), 11), 1u);
+  CHECK_EQ(addOrDie(t.get(), 12), 2u);
+  log.refresh(m, *t);
+  CHECK_EQ(log.calls.size(), 3u);
+  if (log.calls.size() == 3) CHECK_EQ(log.calls[1], std::string("open 1 1 11 h11"));
+  CHECK_EQ(m.watermark(), 3u);
+  log.calls.clear();
+  regKill(t.get(), 1);
+  log.refresh(m, *t);
+  CHECK_EQ(log.calls.size(), 1u);
+  if (!log.calls.empty()) CHECK_EQ(log.calls[0], std::string("close 1"));
+  CHECK_EQ(m.watermark(), 3u);
+  log.calls.clear();
+  log.refresh(m, *t);  // nothing new
+  CHECK(log.calls.empty());
+}
+
+TEST(reg_table_skips_live_places_and_reuses_dead_ones) {
+  auto t = std::make_unique<RegTable>();
+  RegMirror m;
+  MirrorLog log;
+  CHECK_EQ(addOrDie(t.get(), 1000), 0u);  // lives throughout, at place 0
+  log.refresh(m, *t);
+  // Ids 1..255 come and go, unseen by the mirror in between.
+  for (uint32_t id = 1; id < static_cast<uint32_t>(kRegPlaces); ++id) {
+    CHECK_EQ(addOrDie(t.get(), 2000 + id), id);
+    regKill(t.get(), id);
+  }
+  // Id 256's place (0) is live: the next is 257, at place 1.
+  CHECK_EQ(addOrDie(t.get(), 3000), 257u);
+  CHECK_EQ(t->count.load(), 258u);
+  log.calls.clear();
+  log.refresh(m, *t);
+  CHECK_EQ(log.calls.size(), 1u);  // 1..255 died unseen, 256 never was: only 257 is mapped
+  if (!log.calls.empty()) CHECK_EQ(log.calls[0], std::string("open 1 257 3000 h00"));
+  CHECK_EQ(m.watermark(), 258u);
+  // 257 dies and a new entry takes its place (1) again: unmapped, then mapped.
+  regKill(t.get(), 257);
+  for (uint32_t id = 258; id < 258 + kRegPlaces - 2; ++id) {  // places 2..255, each killed
+    addOrDie(t.get(), 4000);
+    regKill(t.get(), id);
+  }
+  CHECK_EQ(addOrDie(t.get(), 5000), 513u);  // 512's place (0) is live; 513's (1) is free
+  log.calls.clear();
+  log.refresh(m, *t);
+  CHECK_EQ(log.calls.size(), 2u);
+  if (log.calls.size() == 2) {
+    CHECK_EQ(log.calls[0], std::string("close 1"));
+    CHECK_EQ(log.calls[1], std::string("open 1 513 5000 h00"));
+  }
+  int mapped = 0;
+  m.forEachMapped([&](int) { ++mapped; });
+  CHECK_EQ(mapped, 2);  // ids 0 and 513
+}
+
+TEST(reg_table_full_and_refused) {
+  auto t = std::make_unique<RegTable>();
+  for (int i = 0; i < kRegPlaces; ++i) addOrDie(t.get(), 7);
+  char handle[kRegHandleBytes] = {};
+  uint32_t id = 0;
+  CHECK(!regAdd(t.get(), handle, 7, &id, [](int, uint32_t) { return true; }));  // every place lives
+  regKill(t.get(), 5);
+  CHECK(!regAdd(t.get(), handle, 7, &id, [](int, uint32_t) { return false; }));  // the owner's device write failed
+  CHECK_EQ(t->count.load(), static_cast<uint32_t>(kRegPlaces));
+  CHECK(regAdd(t.get(), handle, 7, &id, [](int place, uint32_t) { return place == 5; }));
+  CHECK_EQ(id, static_cast<uint32_t>(kRegPlaces + 5));
+}
+
+TEST(reg_table_mirror_stuck_after_failed_open) {
+  auto t = std::make_unique<RegTable>();
+  RegMirror m;
+  MirrorLog log;
+  log.failId = 1;
+  for (int i = 0; i < 3; ++i) addOrDie(t.get(), 20 + i);
+  log.refresh(m, *t);
+  CHECK(m.stuck());
+  CHECK_EQ(m.watermark(), 1u);  // id 0 mapped; 1 failed; 2 never tried
+  CHECK_EQ(log.calls.size(), 2u);
+  log.calls.clear();
+  addOrDie(t.get(), 30);
+  log.refresh(m, *t);
+  CHECK(log.calls.empty());
+  CHECK_EQ(m.watermark(), 1u);
 }
 
 }  // namespace
