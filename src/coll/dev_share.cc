@@ -209,7 +209,10 @@ void DevShare::refresh(uint32_t* mapped) {
       row[place] = im;
       return true;
     };
-    auto close = [&](int place) {  // the peer waited for its work before it deregistered
+    // The peer waited for its work before it deregistered. If clearing the
+    // device entry fails (WARNed), it keeps a stale pointer that no kernel
+    // reads: a dead id is never published, and a new entry there rewrites it.
+    auto close = [&](int place) {
       char* none = nullptr;
       if (row[place].mappedHere) ipcClose(row[place].base);
       row[place] = Import{};

@@ -426,7 +426,7 @@ TEST(reg_table_skips_live_places_and_reuses_dead_ones) {
   // 257 dies and a new entry takes its place (1) again: unmapped, then mapped.
   regKill(t.get(), 257);
   for (uint32_t id = 258; id < 258 + kRegPlaces - 2; ++id) {  // places 2..255, each killed
-    addOrDie(t.get(), 4000);
+    CHECK_EQ(addOrDie(t.get(), 4000), id);
     regKill(t.get(), id);
   }
   CHECK_EQ(addOrDie(t.get(), 5000), 513u);  // 512's place (0) is live; 513's (1) is free
@@ -442,6 +442,30 @@ TEST(reg_table_skips_live_places_and_reuses_dead_ones) {
   CHECK_EQ(mapped, 2);  // ids 0 and 513
 }
 
+TEST(reg_table_reuse_seen_before_its_death) {
+  // The mirror read `deaths` just before the owner killed id 0 and reused its
+  // place: the scan itself unmaps the old entry before it maps the new one.
+  auto t = std::make_unique<RegTable>();
+  RegMirror m;
+  MirrorLog log;
+  addOrDie(t.get(), 40);
+  log.refresh(m, *t);
+  for (uint32_t id = 1; id < static_cast<uint32_t>(kRegPlaces); ++id) {
+    CHECK_EQ(addOrDie(t.get(), 41), id);
+    regKill(t.get(), id);
+  }
+  regKill(t.get(), 0);
+  CHECK_EQ(addOrDie(t.get(), 42), static_cast<uint32_t>(kRegPlaces));  // place 0 again
+  t->deaths.store(0);  // as the mirror last read it
+  log.calls.clear();
+  log.refresh(m, *t);
+  CHECK_EQ(log.calls.size(), 2u);
+  if (log.calls.size() == 2) {
+    CHECK_EQ(log.calls[0], std::string("close 0"));
+    CHECK_EQ(log.calls[1], "open 0 " + std::to_string(kRegPlaces) + " 42 h42");
+  }
+}
+
 TEST(reg_table_full_and_refused) {
   auto t = std::make_unique<RegTable>();
   for (int i = 0; i < kRegPlaces; ++i) addOrDie(t.get(), 7);
@@ -451,6 +475,8 @@ TEST(reg_table_full_and_refused) {
   regKill(t.get(), 5);
   CHECK(!regAdd(t.get(), handle, 7, &id, [](int, uint32_t) { return false; }));  // the owner's device write failed
   CHECK_EQ(t->count.load(), static_cast<uint32_t>(kRegPlaces));
+  CHECK_EQ(t->e[5].id.load(), 5u);  // untouched: still the dead entry
+  CHECK_EQ(t->e[5].live.load(), 0u);
   CHECK(regAdd(t.get(), handle, 7, &id, [](int place, uint32_t) { return place == 5; }));
   CHECK_EQ(id, static_cast<uint32_t>(kRegPlaces + 5));
 }
@@ -470,6 +496,10 @@ TEST(reg_table_mirror_stuck_after_failed_open) {
   log.refresh(m, *t);
   CHECK(log.calls.empty());
   CHECK_EQ(m.watermark(), 1u);
+  regKill(t.get(), 0);  // stuck maps nothing more, but still unmaps what dies
+  log.refresh(m, *t);
+  CHECK_EQ(log.calls.size(), 1u);
+  if (!log.calls.empty()) CHECK_EQ(log.calls[0], std::string("close 0"));
 }
 
 }  // namespace
