@@ -14,6 +14,7 @@
 
 #include "coll/dev_ipc.h"
 #include "coll/dev_state.h"
+#include "coll/host_direct.h"
 #include "coll/reg_table.h"
 #include "transport/connection.h"
 
@@ -24,11 +25,6 @@ constexpr int kCap = kRegPlaces;
 static_assert(sizeof(cudaIpcMemHandle_t) == kRegHandleBytes, "IPC handles fit the table");
 
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagDevShare); }
-
-bool sameProcess(const ncclComm* comm, int q) {
-  const PeerInfo &me = comm->peers[comm->rank], &p = comm->peers[q];
-  return p.pid == me.pid && p.hostHash == me.hostHash;
-}
 
 // `bytes` at device address `dst` from host memory `src` (NULL: zeroes); a
 // WARN says what failed.

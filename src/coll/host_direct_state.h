@@ -69,9 +69,6 @@ struct Reach {
   uint64_t there = 0;
 };
 
-// Ranks k and this one share an address space.
-bool sameProcess(const ncclComm* comm, int k);
-
 class HostDirect {
  public:
   // `owner`: the segment's name, which this rank made and unlinks at the latest here.

@@ -10,6 +10,7 @@
 
 #include "coll/dev_ipc.h"
 #include "coll/dev_state.h"
+#include "coll/host_direct.h"
 #include "coll/rma.h"
 #include "device/dev_launch.h"
 
@@ -39,11 +40,6 @@ class RmaDev {
 void RmaDevDeleter::operator()(RmaDev* d) const { delete d; }
 
 namespace {
-
-bool sameProcess(const ncclComm* comm, int q) {
-  const PeerInfo &me = comm->peers[comm->rank], &p = comm->peers[q];
-  return p.pid == me.pid && p.hostHash == me.hostHash;
-}
 
 bool otherProcessHere(const ncclComm* comm) {
   for (int q = 0; q < comm->nranks; ++q)

@@ -11,7 +11,8 @@ import numpy as np
 
 import cupy as cp
 from rma_device_worker import FLOAT32, P, S, check, init, lib
-from symmetric_worker import N, OFF, SUM, data, run_collectives
+from symmetric_worker import N, SUM, data, replayed_graph, run_collectives
+from symmetric_worker import Rank as WindowRank
 
 lib.ncclCommRegister.argtypes = [P, P, S, ctypes.POINTER(P)]
 lib.ncclCommDeregister.argtypes = [P, P]
@@ -48,14 +49,9 @@ class Rank:
         mem = cp.cuda.UnownedMemory(self.raw[which], BYTES, self)
         return cp.ndarray((count,), dtype, cp.cuda.MemoryPointer(mem, off))
 
-    def put(self, arr, host):
-        with self.s:
-            arr.set(host, stream=self.s)
-
-    def get(self, arr):
-        out = cp.asnumpy(arr, stream=self.s)
-        self.s.synchronize()
-        return out
+    # As the window ranks do: put on the stream; get waits and checks the communicator's asynchronous error.
+    put = WindowRank.put
+    get = WindowRank.get
 
     def barrier(self):
         """A collective on an unregistered buffer (the ring), waited for: after
@@ -86,16 +82,7 @@ def registered(rank, nranks, uid):
     r.barrier()
     direct += run_collectives(r)
 
-    src, dst = r.view(0, 0, N, cp.float32), r.view(1, OFF, N, cp.float32)
-    r.s.begin_capture(mode=2)  # relaxed: the other ranks' processes go on meanwhile
-    check(lib.ncclAllReduce(P(src.data.ptr), P(dst.data.ptr), N, FLOAT32, SUM, r.comm, r.sp), "allreduce (capture)")
-    g = r.s.end_capture()
-    for it in range(3):
-        r.put(src, data(rank, N, np.float32, 10 + it))
-        with r.s:
-            dst.fill(0)
-        g.launch(r.s)
-        np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32, 10 + it) for q in range(nranks)))
+    g, src, dst = replayed_graph(r)
     direct += 3
 
     # b deregistered and registered again (a new id): the graph still names

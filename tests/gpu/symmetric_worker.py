@@ -128,6 +128,23 @@ def run_collectives(r):
     return 7
 
 
+def replayed_graph(r):
+    """An allreduce from a to b captured in a CUDA graph and replayed 3 times,
+    each replay checked (the output is cleared between replays). Returns the
+    graph and its buffers."""
+    src, dst = r.view(0, 0, N, cp.float32), r.view(1, OFF, N, cp.float32)
+    r.s.begin_capture(mode=2)  # relaxed: the other ranks' processes go on meanwhile
+    check(lib.ncclAllReduce(P(src.data.ptr), P(dst.data.ptr), N, FLOAT32, SUM, r.comm, r.sp), "allreduce (capture)")
+    g = r.s.end_capture()
+    for it in range(3):
+        r.put(src, data(r.rank, N, np.float32, 10 + it))
+        with r.s:
+            dst.fill(0)
+        g.launch(r.s)
+        np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32, 10 + it) for q in range(r.n)))
+    return g, src, dst
+
+
 def collectives(rank, nranks, uid):
     """Every direct collective on window buffers, out of place and in place,
     buffers at offsets and in two windows, roots whose unused buffers lie
@@ -135,18 +152,7 @@ def collectives(rank, nranks, uid):
     r = Rank(rank, nranks, uid)
     n, ptr = nranks, lambda a: P(a.data.ptr)
     run_collectives(r)
-
-    # a CUDA graph: every replay reduces again (the output is cleared between replays)
-    src, dst = r.view(0, 0, N, cp.float32), r.view(1, OFF, N, cp.float32)
-    r.s.begin_capture(mode=2)  # relaxed: the other ranks' processes go on meanwhile
-    check(lib.ncclAllReduce(ptr(src), ptr(dst), N, FLOAT32, SUM, r.comm, r.sp), "allreduce (capture)")
-    g = r.s.end_capture()
-    for it in range(3):
-        r.put(src, data(rank, N, np.float32, 10 + it))
-        with r.s:
-            dst.fill(0)
-        g.launch(r.s)
-        np.testing.assert_array_equal(r.get(dst), sum(data(q, N, np.float32, 10 + it) for q in range(n)))
+    replayed_graph(r)
 
     # plain CuPy buffers on every rank: the ring
     a, b = cp.asarray(data(rank, N, np.float32, 7)), cp.zeros(N, cp.float32)
