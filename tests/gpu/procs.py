@@ -9,7 +9,6 @@ import sys
 from nccl_table import Table
 
 import accl
-import rma_device_worker
 
 # Each rank of several processes on one GPU says at destroy how its calls ran.
 RAN = re.compile(r"(\d+) collective\(s\) ran direct, (\d+) on the ring")
@@ -42,6 +41,8 @@ def run_procs(worker, scenario, nranks, env=None, timeout=60, host_per_rank=Fals
     """Every rank's output, once all exited with "OK" (else an assertion
     naming the rank). `env`: the processes' environment (default: this one's);
     host_per_rank: each rank its own NCCL_HOSTID."""
+    import rma_device_worker  # CuPy: only the workers' tests need it
+
     uid = rma_device_worker.uid_new().hex()
     procs = []
     for r in range(nranks):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -46,21 +47,24 @@ def test_ddp_matches_single_process(hosts):
     _spawn("ddp", hosts=hosts)
 
 
-def _torchrun(script, nproc, **env):
+def _torchrun(script, nproc, base_env=None, **env):
+    """Runs `script` under `accl-run torchrun` in `base_env` (default: this
+    process's) with `env` on top; returns the ranks' output."""
     # The scripts know nothing of ACCL; accl-run puts ACCL in front.
     if not torch.cuda.is_available():
         pytest.skip("this torch has no CUDA")
     path = os.path.join(os.path.dirname(HERE), script)
     cmd = [sys.executable, "-m", "accl.run", sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", path]
-    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="120", PYTHONWARNINGS="ignore", NCCL_DEBUG="VERSION",
-               **env)
+    env = {**(os.environ if base_env is None else base_env), "NCCL_SOCKET_IFNAME": "lo", "ACCL_TIMEOUT": "120",
+           "PYTHONWARNINGS": "ignore", "NCCL_DEBUG": "VERSION", **env}
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=560)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-8000:]
     assert out.count("SCRIPT OK") == nproc, out[-8000:]
-    assert "ACCL" in out  # NCCL_DEBUG=VERSION names the library in use
+    assert "ACCL" in out  # NCCL_DEBUG=VERSION (or INFO) names the library in use
     print("".join(line + "\n" for line in out.splitlines() if line.startswith("rank ")))
+    return out
 
 
 @pytest.mark.timeout(600)
@@ -79,6 +83,26 @@ def test_fsdp2_under_accl_run_torchrun(nproc):
     if not hasattr(fsdp, "fully_shard"):
         pytest.skip("this torch has no FSDP2 (fully_shard)")
     _torchrun("fsdp2_script.py", nproc)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("hook", ["1", "0"], ids=["allocator_hook", "no_hook"])
+def test_torch_registered_segments_run_direct_under_mps(mps, hook):
+    """2 processes on the one GPU under MPS. With torch's allocator hook its
+    segments are registered, and every call after the script's barrier runs
+    direct on every rank; without it every call takes the ring. The results
+    are exact either way (the script checks them)."""
+    from procs import RAN
+
+    out = _torchrun("torch_registered_script.py", 2, base_env=mps, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,COLL",
+                    TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=hook)
+    checked = [int(c) for c in re.findall(r"rank \d+ checked (\d+)", out)]
+    counts = [(int(d), int(r)) for d, r in RAN.findall(out)]
+    assert len(checked) == 2 and len(counts) == 2, out[-8000:]
+    if hook == "1":
+        assert all(d >= checked[0] for d, _ in counts), (counts, checked)
+    else:
+        assert all(d == 0 and r >= checked[0] for d, r in counts), (counts, checked)
 
 
 @pytest.mark.timeout(300)
