@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "coll/dev_state.h"
+#include "coll/tuner.h"
 
 namespace accl {
 namespace {
@@ -49,11 +50,11 @@ ncclResult_t devDirectSetup(ncclComm* comm) {
   // that for ranks of one process only: they read one environment, and every
   // rank's kernel must run as many blocks.
   const bool oneProcess = onOneGpu(comm, true);
-  if (oneProcess && paramInt(Param::Direct) == 0) return ncclSuccess;  // one environment for every rank
+  if (oneProcess && !directAllowed()) return ncclSuccess;  // one environment for every rank
   const int64_t want = oneProcess ? paramInt(Param::DirectBlocks) : 0;
   d.directBlocks = std::max(1, want > 0 ? static_cast<int>(std::min<int64_t>(want, d.smCount / n)) : d.smCount / n);
   if (!oneProcess) {
-    NCCLCHECK(devShareSetup(comm, paramInt(Param::Direct) != 0, &d.share));  // the ranks agree there
+    NCCLCHECK(devShareSetup(comm, directAllowed(), &d.share));  // the ranks agree there
     if (!d.share) {
       d.directBlocks = 0;
       return ncclSuccess;

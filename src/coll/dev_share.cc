@@ -95,7 +95,7 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
   struct Report {
     char slot[sizeof(cudaIpcMemHandle_t)];
     uint64_t slotAddr;  // for ranks of the same process
-    int32_t want;       // ACCL_DIRECT allows it here
+    int32_t want;       // ACCL_DIRECT and NCCL_ALGO allow it here
     int32_t ready;      // the slot, its handle and the device tables were made (rank 0: and the segment)
   };
   std::vector<Report> all(n);
@@ -155,7 +155,7 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
       int off = 0;
       while (off < n && all[off].want) ++off;
       if (off < n)
-        INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0", comm->name.c_str(), off);
+        INFO(kInit, "%s: no direct collectives: rank %d runs with ACCL_DIRECT=0 or NCCL_ALGO", comm->name.c_str(), off);
       else
         INFO(kInit, "%s: no direct collectives: rank %d could not share its direct slot (its WARN says why)",
              comm->name.c_str(), q);

@@ -15,6 +15,7 @@
 
 #include "coll/host_direct_state.h"
 #include "coll/rma.h"
+#include "coll/tuner.h"
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/wait.h"
@@ -83,10 +84,7 @@ HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
 void hostDirectPrepare(ncclComm* comm, PeerInfo* me) {
   me->processKey = processKey();
   me->reachProbe = reinterpret_cast<uintptr_t>(&key);
-  // NCCL_ALGO leaves every call to the tuner's algorithms, as NCCL's leaves
-  // out the algorithms it does not name.
-  me->hostDirect = comm->nranks >= 2 && paramInt(Param::Direct) != 0 && paramInt(Param::ShmDisable) == 0 &&
-                   paramString(Param::Algo)[0] == '\0';
+  me->hostDirect = comm->nranks >= 2 && directAllowed() && paramInt(Param::ShmDisable) == 0;
 }
 
 ncclResult_t hostDirectInit(ncclComm* comm) {

@@ -141,6 +141,8 @@ double predictUs(CollKind kind, Algo algo, size_t bytes, int n, int nhosts) {
   return 0;
 }
 
+bool directAllowed() { return paramInt(Param::Direct) != 0 && paramString(Param::Algo)[0] == '\0'; }
+
 Algo chooseAlgo(const CollArgs& a) {
   const AlgoMask& mask = a.comm->algoMask;
   const int c = static_cast<int>(a.kind);

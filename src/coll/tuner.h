@@ -26,6 +26,11 @@ bool parseProtoSpec(const char* spec, std::string* error);
 // per-rank count x element size) over nranks ranks spread across nhosts hosts.
 double predictUs(CollKind kind, Algo algo, size_t bytes, int nranks, int nhosts);
 
+// ACCL_DIRECT and NCCL_ALGO allow the direct collectives (host and device).
+// NCCL_ALGO names only NCCL's algorithms, so once set it leaves them out, as
+// NCCL leaves out those it does not name.
+bool directAllowed();
+
 // The algorithm for this call on this communicator (checks NCCL_ALGO); Default
 // (with a WARN) if NCCL_ALGO leaves none available.
 Algo chooseAlgo(const CollArgs& a);

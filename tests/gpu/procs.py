@@ -21,20 +21,27 @@ def ran(out):
     return int(m.group(1)), int(m.group(2))
 
 
-def run_driver(driver, nprocs, args, mps, timeout=500):
+def mpirun_driver(driver, nprocs, args, mps, timeout=500, **extra):
     """`mpirun -np nprocs DRIVER ARGS` on ACCL under the MPS daemon of `mps`
-    (the fixture's environment); checks the exit status and the table, and
-    returns every rank's (direct, ring) count."""
-    env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
-               NCCL_DEBUG_SUBSYS="COLL")
+    (the fixture's environment), with the variables `extra` on every rank
+    (INFO of subsystem COLL unless they say otherwise); checks the exit status
+    and the table, and returns the ranks' log (stderr)."""
+    env = {**mps, "NCCL_SOCKET_IFNAME": "lo", "ACCL_TIMEOUT": "60", "LD_LIBRARY_PATH": accl.lib_dir(),
+           "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "COLL", **extra}
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs)]
-    for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
-                "NCCL_DEBUG_SUBSYS"):
+    for var in {"LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
+                "NCCL_DEBUG_SUBSYS", *extra}:
         cmd += ["-x", var]
     p = subprocess.run(cmd + [str(driver)] + args, capture_output=True, text=True, timeout=timeout, env=env)
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
     Table(p.stdout).assert_clean()
-    return [(int(d), int(r)) for d, r in RAN.findall(p.stderr)]
+    return p.stderr
+
+
+def run_driver(driver, nprocs, args, mps, timeout=500, **extra):
+    """mpirun_driver, then every rank's (direct, ring) count."""
+    log = mpirun_driver(driver, nprocs, args, mps, timeout, **extra)
+    return [(int(d), int(r)) for d, r in RAN.findall(log)]
 
 
 def run_procs(worker, scenario, nranks, env=None, timeout=60, host_per_rank=False):

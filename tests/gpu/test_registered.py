@@ -52,3 +52,16 @@ def test_drivers_two_ranks_per_process_under_mps(drivers, mps, register):
     other's slots and buffers at their addresses, the others through CUDA IPC."""
     counts = procs.run_driver(drivers / "all_reduce_perf", 2, DRIVER_ARGS + ["-g", "2", "-R", register], mps, 250)
     assert len(counts) == 4 and all(d > 0 and r <= 16 for d, r in counts), counts
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("var,value", [("NCCL_ALGO", "ring"), ("ACCL_DIRECT", "0")])
+def test_nccl_algo_or_accl_direct_keeps_the_ring(drivers, mps, var, value):
+    """NCCL_ALGO names only NCCL's algorithms, so once set every call takes
+    one of them, as ACCL_DIRECT=0 asks: registered buffers then run on the
+    ring, with right results (the driver checks them); the ranks set up no
+    direct collectives, and say why."""
+    log = procs.mpirun_driver(drivers / "all_reduce_perf", 2, DRIVER_ARGS + ["-R", "1"], mps, 250,
+                              NCCL_DEBUG_SUBSYS="INIT,COLL", **{var: value})
+    assert "no direct collectives: rank 0 runs with ACCL_DIRECT=0 or NCCL_ALGO" in log, log[-6000:]
+    assert "direct collectives on symmetric windows and registered buffers" not in log, log[-6000:]
