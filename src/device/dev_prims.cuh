@@ -5,12 +5,14 @@
 // round the same way.
 //
 // A step on a connector: the sender waits for a free slot (head), all threads
-// write it, fence to system scope, and thread 0 advances tail; the receiver
-// waits for tail, reads the slot through L2 (__ldcg: slots are rewritten by
-// another kernel, L1 would keep stale lines), then advances head. Thread 0 does
-// the waiting; every wait checks the connector's abort flag and the deadline,
-// and a failure stops every block of this kernel and aborts this rank's
-// connectors, so peers leave too.
+// write it, and after a barrier thread 0 fences and advances tail; the
+// receiver waits for tail, reads the slot through L2 (__ldcg: slots are
+// rewritten by another kernel, L1 would keep stale lines), then advances head.
+// The counters are in the receiver's GPU memory (dev_types.h); the fence is of
+// GPU scope between ranks of one GPU, of system scope between GPUs. Thread 0
+// does the waiting; every wait checks the connector's abort flag (host memory)
+// and the deadline, and a failure stops every block of this kernel and aborts
+// this rank's connectors, so peers leave too.
 //
 // Compile time matters here (CI builds this on 2 cores): the element-wise loop
 // is one out-of-line function per (type, op, operand shape), not inlined into
@@ -203,6 +205,13 @@ __device__ void failKernel(const DevCtx& ctx, DevChan* a, DevChan* b, int nch, i
   __threadfence_system();
 }
 
+// Orders this thread's earlier accesses (and, after a barrier, the block's: a
+// fence is cumulative) before its next write, for the peer of `ch`.
+__device__ __forceinline__ void fenceFor(const DevChan* ch) {
+  if (ch->crossGpu) __threadfence_system();
+  else __threadfence();
+}
+
 // Block-level connector state: thread 0 holds the counters.
 struct Conn {
   DevChan* ch;
@@ -241,10 +250,10 @@ struct Block {
   // All threads: true when the slot of `c` may be written.
   __device__ bool waitSend(Conn& c) {
     if (threadIdx.x == 0 && !*fail) {
-      DevFifoCtrl* ctrl = c.ch->ctrl;
+      DevCounters* cnt = c.ch->cnt;
       bool ok = spin(c, true, [&] {
         if (c.step - c.seen < kSlots) return true;
-        c.seen = ctrl->head;
+        c.seen = cnt->head;
         return c.step - c.seen < kSlots;
       });
       if (!ok) *fail = 1;
@@ -254,15 +263,15 @@ struct Block {
   }
   __device__ bool waitRecv(Conn& c, uint32_t bytes) {
     if (threadIdx.x == 0 && !*fail) {
-      DevFifoCtrl* ctrl = c.ch->ctrl;
+      DevCounters* cnt = c.ch->cnt;
       bool ok = spin(c, false, [&] {
         if (c.seen > c.step) return true;
-        c.seen = ctrl->tail;
+        c.seen = cnt->tail;
         return c.seen > c.step;
       });
       if (ok) {
-        __threadfence();
-        uint32_t got = ctrl->bytes[c.step % kSlots];
+        fenceFor(c.ch);
+        uint32_t got = cnt->bytes[c.step % kSlots];
         if (got != bytes) {
           failKernel(*ctx, abortA, abortB, abortN, kDevSizeMismatch, c.peer, 0, ctx->rank, bytes, got);
           ok = false;
@@ -274,15 +283,15 @@ struct Block {
     return !*fail;
   }
   __device__ char* slot(const Conn& c) const { return c.ch->slots + (c.step % kSlots) * c.ch->slotBytes; }
-  // After writing the slot (all threads).
+  // After writing the slot (all threads). The barrier orders every thread's
+  // writes before thread 0's fence, which makes them visible before tail.
   __device__ void post(Conn& c, uint32_t bytes) {
-    __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0) {
-      DevFifoCtrl* ctrl = c.ch->ctrl;
-      ctrl->bytes[c.step % kSlots] = bytes;
-      __threadfence_system();
-      ctrl->tail = ++c.step;
+      DevCounters* cnt = c.ch->cnt;
+      cnt->bytes[c.step % kSlots] = bytes;
+      fenceFor(c.ch);
+      cnt->tail = ++c.step;
     }
     if (threadIdx.x != 0) ++c.step;
   }
@@ -290,8 +299,8 @@ struct Block {
   __device__ void release(Conn& c) {
     __syncthreads();
     if (threadIdx.x == 0) {
-      __threadfence_system();
-      c.ch->ctrl->head = ++c.step;
+      fenceFor(c.ch);
+      c.ch->cnt->head = ++c.step;
     } else {
       ++c.step;
     }

@@ -2,11 +2,11 @@
 // CUDA headers): device connectors, the status word a kernel reports through,
 // and the work descriptors passed to a launch by value.
 //
-// A device connector is one FIFO per channel. Its data slots are GPU memory
-// the receiver owns (the sender writes into them through CUDA IPC); its
-// control block is the host FIFO's (transport/fifo.h), in POSIX shared memory
-// registered with CUDA, so host code can abort a kernel that waits on it and
-// kernels of other processes see the same counters.
+// A device connector is one FIFO per channel. Its data slots and its step
+// counters are GPU memory the receiver owns (the sender reaches them through
+// CUDA IPC); its control block, with the abort flag, is the host FIFO's
+// (transport/fifo.h), in POSIX shared memory registered with CUDA, so host
+// code can abort a kernel that waits, in this process or another.
 #pragma once
 
 #include <cstddef>
@@ -31,13 +31,28 @@ struct DevFifoCtrl {
   volatile uint32_t bytes[kSlots];
 };
 
+// The step counters of one channel, after the slots in the receiver's GPU
+// memory: kernels poll them in L2 rather than over PCIe, and between ranks of
+// one GPU a step needs a fence of GPU scope, not of system scope. The sender
+// writes tail and bytes, the receiver head, on lines of their own.
+struct DevCounters {
+  volatile uint64_t tail;
+  volatile uint32_t bytes[kSlots];  // payload of each posted slot
+  char pad0[128 - 8 - 4 * kSlots];
+  volatile uint64_t head;
+  char pad1[120];
+};
+static_assert(sizeof(DevCounters) == 256, "two 128-byte lines");
+
 // One channel of one connector, in device memory. `step` persists between
 // kernels (and between replays of a captured graph).
 struct DevChan {
   char* slots;         // kSlots * slotBytes of the receiver's GPU memory
-  DevFifoCtrl* ctrl;   // device view of the shared control block
+  DevCounters* cnt;    // this channel's counters, in the same allocation
+  DevFifoCtrl* ctrl;   // device view of the shared control block (abort)
   uint64_t step;       // tail (sender) or head (receiver) of this side
   uint64_t slotBytes;
+  int32_t crossGpu;    // the ranks use different GPUs: steps fence at system scope
 };
 
 // Why a kernel stopped early; the host turns it into a WARN and an error.

@@ -1,9 +1,11 @@
 // Device connectors between ranks of one host (device mode). The receiver
-// allocates the data slots of every channel in its GPU memory and exports them
-// with CUDA IPC; the control blocks (FifoCtrl, one per channel) live in a POSIX
-// shm segment registered with CUDA, so both kernels poll the same counters and
-// host code on either side can abort a kernel that waits. The segment's first
-// page carries the IPC handle, set up through connect.cc's handshake.
+// allocates the data slots and the step counters (DevCounters) of every
+// channel in one allocation of its GPU memory and exports it with CUDA IPC, so
+// both kernels poll the counters in GPU memory. The control blocks (FifoCtrl,
+// one per channel: the abort flag and the failed rank) live in a POSIX shm
+// segment registered with CUDA, so host code on either side can abort a kernel
+// that waits. The segment's first page carries the IPC handle, set up through
+// connect.cc's handshake.
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <cuda_runtime.h>
 #include <sys/mman.h>
@@ -49,7 +51,8 @@ bool cudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
 
 class IpcConnection : public Connection {
  public:
-  IpcConnection(ncclComm* comm, int peerRank, bool send) : nChannels_(devChannelCount(comm)) {
+  IpcConnection(ncclComm* comm, int peerRank, bool send)
+      : nChannels_(devChannelCount(comm)), crossGpu_(comm->peers[peerRank].devKey != comm->peers[comm->rank].devKey) {
     isSend = send;
     peer = peerRank;
     kind = "cuda-ipc";
@@ -78,6 +81,9 @@ class IpcConnection : public Connection {
     }
   }
   FifoCtrl* ctrlOf(int c) const { return reinterpret_cast<FifoCtrl*>(static_cast<char*>(map_) + 4096 + c * kCtrlStride); }
+  size_t slotsBytes() const { return static_cast<size_t>(nChannels_) * kSlots * slotBytes_; }
+  // The slots, then every channel's counters.
+  size_t allocBytes() const { return slotsBytes() + static_cast<size_t>(nChannels_) * sizeof(DevCounters); }
   IpcHeader* header() const { return static_cast<IpcHeader*>(map_); }
 
   // Maps the control blocks for kernels and writes the per-channel table.
@@ -92,9 +98,11 @@ class IpcConnection : public Connection {
     std::vector<DevChan> chans(nChannels_);
     for (int c = 0; c < nChannels_; ++c) {
       chans[c].slots = static_cast<char*>(slots_) + static_cast<size_t>(c) * kSlots * slotBytes_;
+      chans[c].cnt = reinterpret_cast<DevCounters*>(static_cast<char*>(slots_) + slotsBytes()) + c;
       chans[c].ctrl = reinterpret_cast<DevFifoCtrl*>(static_cast<char*>(devMap) + 4096 + c * kCtrlStride);
       chans[c].step = 0;
       chans[c].slotBytes = slotBytes_;
+      chans[c].crossGpu = crossGpu_;
     }
     if (!cudaOk(cudaMalloc(&table_, sizeof(DevChan) * nChannels_), "cudaMalloc (channel table)", comm, peer))
       return ncclUnhandledCudaError;
@@ -105,7 +113,12 @@ class IpcConnection : public Connection {
     cudaStream_t s = nullptr;
     if (!cudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", comm, peer))
       return ncclUnhandledCudaError;
-    bool ok = cudaOk(cudaMemcpyAsync(table_, chans.data(), sizeof(DevChan) * nChannels_, cudaMemcpyHostToDevice, s),
+    // The receiver's counters start at 0 (the sender finds them so: it
+    // connects once this returned).
+    bool ok = (isSend || cudaOk(cudaMemsetAsync(static_cast<char*>(slots_) + slotsBytes(), 0,
+                                                allocBytes() - slotsBytes(), s),
+                                "cudaMemsetAsync (FIFO counters)", comm, peer)) &&
+              cudaOk(cudaMemcpyAsync(table_, chans.data(), sizeof(DevChan) * nChannels_, cudaMemcpyHostToDevice, s),
                      "cudaMemcpyAsync (channel table)", comm, peer) &&
               cudaOk(cudaStreamSynchronize(s), "cudaStreamSynchronize (channel table)", comm, peer);
     (void)cudaStreamDestroy(s);
@@ -123,6 +136,7 @@ class IpcConnection : public Connection {
   bool registered_ = false;
   DevChan* table_ = nullptr;
   int nChannels_ = 0;
+  bool crossGpu_;  // the peer uses another GPU
   size_t slotBytes_ = 0;
 };
 
@@ -146,10 +160,9 @@ ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
     ctrl->senderPid = comm->peers[peer].pid;
   }
   if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer) ||
-      !cudaOk(cudaMalloc(&c->slots_, static_cast<size_t>(c->nChannels_) * kSlots * c->slotBytes_),
-              "cudaMalloc (FIFO slots)", comm, peer))
+      !cudaOk(cudaMalloc(&c->slots_, c->allocBytes()), "cudaMalloc (FIFO slots)", comm, peer))
     return ncclUnhandledCudaError;
-  comm->gpuBytes += static_cast<size_t>(c->nChannels_) * kSlots * c->slotBytes_;
+  comm->gpuBytes += c->allocBytes();
   IpcHeader* h = c->header();
   if (!cudaOk(cudaIpcGetMemHandle(&h->handle, c->slots_), "cudaIpcGetMemHandle", comm, peer))
     return ncclUnhandledCudaError;
