@@ -8,11 +8,12 @@
 // write it, and after a barrier thread 0 fences and advances tail; the
 // receiver waits for tail, reads the slot through L2 (__ldcg: slots are
 // rewritten by another kernel, L1 would keep stale lines), then advances head.
-// The counters are in the receiver's GPU memory (dev_types.h); the fence is of
-// GPU scope between ranks of one GPU, of system scope between GPUs. Thread 0
-// does the waiting; every wait checks the connector's abort flag (host memory)
-// and the deadline, and a failure stops every block of this kernel and aborts
-// this rank's connectors, so peers leave too.
+// Tail is in the receiver's GPU memory, head in the shared control block
+// (dev_types.h); the fence is of GPU scope between ranks of one GPU (one L2,
+// whichever process), of system scope between GPUs. Thread 0 does the
+// waiting; every wait checks the connector's abort flag and the deadline,
+// and a failure stops every block of this kernel and aborts this rank's
+// connectors, so peers leave too.
 //
 // Compile time matters here (CI builds this on 2 cores): the element-wise loop
 // is one out-of-line function per (type, op, operand shape), not inlined into
@@ -250,10 +251,10 @@ struct Block {
   // All threads: true when the slot of `c` may be written.
   __device__ bool waitSend(Conn& c) {
     if (threadIdx.x == 0 && !*fail) {
-      DevCounters* cnt = c.ch->cnt;
+      DevFifoCtrl* ctrl = c.ch->ctrl;
       bool ok = spin(c, true, [&] {
         if (c.step - c.seen < kSlots) return true;
-        c.seen = cnt->head;
+        c.seen = ctrl->head;
         return c.step - c.seen < kSlots;
       });
       if (!ok) *fail = 1;
@@ -300,7 +301,7 @@ struct Block {
     __syncthreads();
     if (threadIdx.x == 0) {
       fenceFor(c.ch);
-      c.ch->cnt->head = ++c.step;
+      c.ch->ctrl->head = ++c.step;
     } else {
       ++c.step;
     }

@@ -2,11 +2,14 @@
 // CUDA headers): device connectors, the status word a kernel reports through,
 // and the work descriptors passed to a launch by value.
 //
-// A device connector is one FIFO per channel. Its data slots and its step
-// counters are GPU memory the receiver owns (the sender reaches them through
-// CUDA IPC); its control block, with the abort flag, is the host FIFO's
-// (transport/fifo.h), in POSIX shared memory registered with CUDA, so host
-// code can abort a kernel that waits, in this process or another.
+// A device connector is one FIFO per channel. Its data slots and the
+// sender's counters (tail, byte counts) are GPU memory the receiver owns (the
+// sender reaches them through CUDA IPC); its control block is the host FIFO's
+// (transport/fifo.h), in POSIX shared memory registered with CUDA: the
+// receiver's counter (head) and the abort flag, so host code can abort a
+// kernel that waits, in this process or another. Each side polls only memory
+// that outlives its peer (its own GPU memory, or the shared control block):
+// a kernel must never wait on memory a dead process may have freed.
 #pragma once
 
 #include <cstddef>
@@ -17,9 +20,10 @@
 namespace accl {
 
 // FifoCtrl as kernels see it (same layout; checked in transport/ipc.cc).
+// Device connectors keep tail and bytes in DevCounters instead.
 struct DevFifoCtrl {
-  volatile uint64_t tail;
-  uint32_t tailSleepers;  // host threads only
+  volatile uint64_t tail;  // unused by device connectors
+  uint32_t tailSleepers;   // host threads only
   char pad0[52];
   volatile uint64_t head;
   uint32_t headSleepers;
@@ -28,28 +32,26 @@ struct DevFifoCtrl {
   volatile uint32_t peerGone;
   volatile int32_t failedRank;
   int32_t senderPid, receiverPid;
-  volatile uint32_t bytes[kSlots];
+  volatile uint32_t bytes[kSlots];  // unused by device connectors
 };
 
-// The step counters of one channel, after the slots in the receiver's GPU
-// memory: kernels poll them in L2 rather than over PCIe, and between ranks of
-// one GPU a step needs a fence of GPU scope, not of system scope. The sender
-// writes tail and bytes, the receiver head, on lines of their own.
-struct DevCounters {
+// The sender's counters of one channel, after the slots in the receiver's GPU
+// memory, where the receiver polls them: in L2 rather than over PCIe, and
+// between ranks of one GPU a step needs a fence of GPU scope, not of system
+// scope. (The sender waits on head only when all slots are in flight.)
+struct alignas(128) DevCounters {
   volatile uint64_t tail;
   volatile uint32_t bytes[kSlots];  // payload of each posted slot
-  char pad0[128 - 8 - 4 * kSlots];
-  volatile uint64_t head;
-  char pad1[120];
+  char pad[128 - 8 - 4 * kSlots];
 };
-static_assert(sizeof(DevCounters) == 256, "two 128-byte lines");
+static_assert(sizeof(DevCounters) == 128, "one line");
 
 // One channel of one connector, in device memory. `step` persists between
 // kernels (and between replays of a captured graph).
 struct DevChan {
   char* slots;         // kSlots * slotBytes of the receiver's GPU memory
-  DevCounters* cnt;    // this channel's counters, in the same allocation
-  DevFifoCtrl* ctrl;   // device view of the shared control block (abort)
+  DevCounters* cnt;    // this channel's tail and bytes, in the same allocation
+  DevFifoCtrl* ctrl;   // device view of the shared control block (head, abort)
   uint64_t step;       // tail (sender) or head (receiver) of this side
   uint64_t slotBytes;
   int32_t crossGpu;    // the ranks use different GPUs: steps fence at system scope

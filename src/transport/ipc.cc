@@ -1,11 +1,12 @@
 // Device connectors between ranks of one host (device mode). The receiver
-// allocates the data slots and the step counters (DevCounters) of every
-// channel in one allocation of its GPU memory and exports it with CUDA IPC, so
-// both kernels poll the counters in GPU memory. The control blocks (FifoCtrl,
-// one per channel: the abort flag and the failed rank) live in a POSIX shm
-// segment registered with CUDA, so host code on either side can abort a kernel
-// that waits. The segment's first page carries the IPC handle, set up through
-// connect.cc's handshake.
+// allocates the data slots and the sender's counters (DevCounters: tail and
+// byte counts) of every channel in one allocation of its GPU memory and
+// exports it with CUDA IPC, so it polls tail in its own GPU memory. The
+// control blocks (FifoCtrl, one per channel: head, which the sender polls,
+// the abort flag and the failed rank) live in a POSIX shm segment registered
+// with CUDA, which outlives either process, so host code on either side can
+// abort a kernel that waits. The segment's first page carries the IPC
+// handle, set up through connect.cc's handshake.
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <cuda_runtime.h>
 #include <sys/mman.h>
@@ -188,6 +189,11 @@ ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
     return ncclInternalError;
   }
   c->slotBytes_ = h->slotBytes;
+  if (c->slotBytes_ == 0 || c->slotBytes_ % alignof(DevCounters) != 0) {  // the counters follow the slots
+    WARN("%s (rank %d): the device connector from rank %d has slots of %llu bytes", comm->name.c_str(), comm->rank,
+         peer, static_cast<unsigned long long>(c->slotBytes_));
+    return ncclInternalError;
+  }
   if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer)) return ncclUnhandledCudaError;
   if (h->pid == getpid()) {
     c->slots_ = h->slots;  // same process: the pointer itself (IPC refuses to import into its exporter)
