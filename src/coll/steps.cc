@@ -19,6 +19,26 @@ uint64_t nowMs() {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A wait drives its connection (Connection::driving) while it spins, and
+// hands over when it goes to sleep or leaves.
+class Drive {
+ public:
+  explicit Drive(Connection* c) : c_(c) {}
+  ~Drive() { stop(false); }
+  void start() {
+    if (!on_) c_->driving(true, false);
+    on_ = true;
+  }
+  void stop(bool handOver) {
+    if (on_) c_->driving(false, handOver);
+    on_ = false;
+  }
+
+ private:
+  Connection* c_;
+  bool on_ = false;
+};
+
 }  // namespace
 
 Steps::Steps(ncclComm* comm, const char* opName)
@@ -79,12 +99,17 @@ ncclResult_t Steps::recvSlot(Connection* c, size_t bytes, const char** data) {
 
 ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
   Backoff b;
+  Drive drive(c);
   while (!recvReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
+    drive.start();
+    c->progress();
+    if (recvReady(c)) break;
     if (!b.napping()) {
       b.pause();
       continue;
     }
+    drive.stop(true);
     FifoSleepSet s;
     s.tail(c->fifo.ctrl, c->step);  // slots drained: a tail past it is data
     s.sleep(kSleepCheckMs);
@@ -94,12 +119,17 @@ ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
 
 ncclResult_t Steps::waitSend(Connection* c, char** slot) {
   Backoff b;
+  Drive drive(c);
   while (!sendReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
+    drive.start();
+    c->progress();
+    if (sendReady(c)) break;
     if (!b.napping()) {
       b.pause();
       continue;
     }
+    drive.stop(true);
     FifoSleepSet s;
     s.head(c->fifo.ctrl, c->step - kSlots);  // full: head is here until the receiver drains a slot
     s.sleep(kSleepCheckMs);
@@ -110,7 +140,7 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
 
 void Steps::post(Connection* c, size_t bytes) {
   c->fifo.ctrl->bytes[c->step % kSlots] = static_cast<uint32_t>(bytes);
-  fifoPostTail(c->fifo.ctrl, ++c->step);
+  c->posted(++c->step);
 }
 
 void Steps::release(Connection* c) { fifoPostHead(c->fifo.ctrl, ++c->step); }

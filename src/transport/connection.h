@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "transport/fifo.h"
+#include "transport/fifo_sleep.h"
 #include "nccl.h"
 
 struct ncclComm;
@@ -25,6 +26,15 @@ class Connection {
   virtual void abort(int failedRank) = 0;
   // Before a normal close: wait until everything posted has left this process.
   virtual ncclResult_t drain() { return ncclSuccess; }
+  // Moves what it can without blocking, in the calling thread (a socket's
+  // frames; nothing for shared memory). Called by a rank that waits on the
+  // FIFO; any failure is left for the wait's checks to find.
+  virtual void progress() {}
+  // A rank thread spins on this FIFO, calling progress() (true), or stopped
+  // (false; `handOver`: it is going to sleep, so whatever helps it must wake).
+  virtual void driving(bool on, bool handOver) { (void)on, (void)handOver; }
+  // The sender posted slots up to `tail` (their byte counts are set).
+  virtual void posted(uint64_t tail) { fifoPostTail(fifo.ctrl, tail); }
 
   Fifo fifo;
   bool isSend = false;

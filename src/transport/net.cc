@@ -1,11 +1,19 @@
-// Socket transport between hosts. Each side keeps a FIFO in its own memory; a
-// proxy thread moves slots between that FIFO and the socket (send side: drain
-// posted slots onto the wire; receive side: fill free slots from the wire), so
-// the algorithms see the same FIFO as with shared memory.
+// Socket transport between hosts. Each side keeps a FIFO in its own memory,
+// and slots move between that FIFO and the socket (send side: posted slots
+// onto the wire; receive side: free slots filled from the wire), so the
+// algorithms see the same FIFO as with shared memory. The moving is
+// non-blocking and done by whoever gets there first: the rank thread that
+// posts or waits (Connection::progress), or the connection's proxy thread,
+// which keeps it going while the rank computes and sleeps when idle. A small
+// message thus crosses with no hand-over between threads.
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "bootstrap/socket.h"
@@ -22,6 +30,8 @@ namespace {
 constexpr uint32_t kAbortFrame = 0xffffffffu;
 // A sleeping proxy looks at the abort flags this often (a stop wakes it at once).
 constexpr int kIdleCheckMs = 20;
+// A proxy that left the socket to a rank thread looks again this often.
+constexpr int kDrivenNapMs = 1;
 
 class NetConnection : public Connection {
  public:
@@ -60,22 +70,154 @@ class NetConnection : public Connection {
     while (fifo.ctrl->head.load(std::memory_order_acquire) < fifo.ctrl->tail.load(std::memory_order_relaxed)) {
       if (fifo.ctrl->peerGone.load() || dl.aborted()) return ncclRemoteError;
       if (b.checkNow() && dl.expired()) return ncclTimeout;
+      progress();
       b.pause();
     }
     return ncclSuccess;
   }
+  // A rank thread waiting on this FIFO moves the frames itself when the
+  // proxy is not at it: no hand-over between threads on the way.
+  void progress() override {
+    if (!mu_.try_lock()) return;
+    const Moved m = isSend ? moveSend() : moveRecv();
+    mu_.unlock();
+    if (m < Moved::Nothing) wakeProxy();  // the proxy reports it
+  }
+  // While a rank thread drives, the proxy leaves the socket to it (it would
+  // only take the core and the frames from it); it takes over when the rank
+  // goes to sleep, which wakes it, or at most kDrivenNapMs after it left.
+  void driving(bool on, bool handOver) override {
+    if (on) {
+      driven_.fetch_add(1, std::memory_order_seq_cst);
+    } else {
+      driven_.fetch_sub(1, std::memory_order_seq_cst);
+      if (handOver && drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);
+    }
+  }
+  // The rank's own frames leave from its thread; the proxy is woken only for
+  // what the socket would not take.
+  void posted(uint64_t tail) override {
+    fifo.ctrl->tail.store(tail, std::memory_order_seq_cst);
+    bool left = true;
+    if (mu_.try_lock()) {
+      left = moveSend() == Moved::Failed || fifo.ctrl->tail.load(std::memory_order_relaxed) > sent_;
+      mu_.unlock();
+    }
+    if (left && fifo.ctrl->tailSleepers.load(std::memory_order_seq_cst) != 0) fifoWake(&fifo.ctrl->tail);
+  }
 
  private:
+  // What one pass of moveSend/moveRecv did. Failures are left for the proxy,
+  // which finds them again and reports them.
+  enum class Moved { Closed = -3, AbortFrame = -2, Failed = -1, Nothing = 0, Some = 1 };
+
   void wakeProxy() { fifoWake(isSend ? &fifo.ctrl->tail : &fifo.ctrl->head); }
 
   bool stopping() const {
     return stop_.load(std::memory_order_relaxed) || comm_->abortFlag.load() != 0 || fifo.ctrl->abort.load() != 0;
   }
 
+  // One non-blocking transfer; false on an error or a close (n = 0).
+  bool io(bool send, char* p, size_t len, size_t* n) {
+    ssize_t r = send ? ::send(fd_, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd_, p, len, MSG_DONTWAIT);
+    *n = r > 0 ? static_cast<size_t>(r) : 0;
+    if (r > 0) return true;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+    closed_ = r == 0;
+    return false;
+  }
+
+  // Frames go out as the size (uint32), then the payload; off_ counts the
+  // bytes of frame sent_ already on the wire (a frame once started is
+  // finished, so an abort frame can follow it). Under mu_.
+  Moved moveSend() {
+    Moved m = Moved::Nothing;
+    while (fifo.ctrl->tail.load(std::memory_order_acquire) > sent_) {
+      const uint32_t bytes = fifo.ctrl->bytes[sent_ % kSlots];
+      const size_t frame = sizeof(bytes) + bytes;
+      size_t n = 0;
+      if (off_ < sizeof(bytes)) {  // the size and the payload in one call, one segment when small
+        iovec iov[2] = {{reinterpret_cast<char*>(const_cast<uint32_t*>(&bytes)) + off_, sizeof(bytes) - off_},
+                        {fifo.slot(sent_), bytes}};
+        msghdr h{};
+        h.msg_iov = iov;
+        h.msg_iovlen = 2;
+        ssize_t r = sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return Moved::Failed;
+        n = r > 0 ? static_cast<size_t>(r) : 0;
+      } else if (!io(true, fifo.slot(sent_) + (off_ - sizeof(bytes)), frame - off_, &n)) {
+        return Moved::Failed;
+      }
+      if (n == 0) return m;  // the socket is full
+      m = Moved::Some;
+      off_ += n;
+      if (off_ < frame) continue;
+      off_ = 0;
+      fifoPostHead(fifo.ctrl, ++sent_);
+    }
+    return m;
+  }
+
+  // Frames come in as the size, then the payload, into the next free slot;
+  // off_ counts the bytes of frame got_ read so far, size_ its size. Under mu_.
+  Moved moveRecv() {
+    Moved m = Moved::Nothing;
+    for (;;) {
+      if (got_ - fifo.ctrl->head.load(std::memory_order_acquire) >= kSlots) return m;  // full
+      size_t n = 0;
+      if (off_ < sizeof(size_)) {
+        if (!io(false, reinterpret_cast<char*>(&size_) + off_, sizeof(size_) - off_, &n))
+          return closed_ && off_ == 0 ? Moved::Closed : Moved::Failed;
+        if (n == 0) return m;
+        off_ += n;
+        if (off_ < sizeof(size_)) continue;
+        m = Moved::Some;
+      }
+      // Every pass, not only the one that read the size: the state stays as
+      // it is for the proxy, which finds the same answer and acts on it.
+      if (size_ == kAbortFrame) return Moved::AbortFrame;
+      if (size_ > fifo.slotBytes) return Moved::Failed;
+      const size_t done = off_ - sizeof(size_);
+      if (done < size_) {
+        if (!io(false, fifo.slot(got_) + done, size_ - done, &n)) return Moved::Failed;
+        if (n == 0) return m;
+        m = Moved::Some;
+        off_ += n;
+        if (off_ - sizeof(size_) < size_) continue;
+      }
+      off_ = 0;
+      fifo.ctrl->bytes[got_ % kSlots] = size_;
+      fifoPostTail(fifo.ctrl, ++got_);
+    }
+  }
+
+  // Waits (unlocked) until the socket may move again, or a wake or stop;
+  // while a rank thread drives, until it stops instead.
+  void waitSocket(short events) {
+    const uint64_t d = driven_.load(std::memory_order_seq_cst);
+    if (d != 0) {
+      std::atomic<uint64_t>* c = &driven_;
+      std::atomic<uint32_t>* s = &drivenSleepers_;
+      fifoSleep(&c, &s, &d, 1, kDrivenNapMs);
+      return;
+    }
+    pollfd p = {fd_, events, 0};
+    (void)poll(&p, 1, kIdleCheckMs);
+  }
+
   void sendAbortFrame() {
     if (fifo.ctrl->abort.load() == 0 && comm_->abortFlag.load() == 0) return;  // a normal close
-    uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
     Deadline dl(nullptr, 1);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (off_ > 0) {  // finish the frame on the wire first, so the peer reads the abort frame as one
+      const uint32_t bytes = fifo.ctrl->bytes[sent_ % kSlots];
+      char head[sizeof(bytes)];
+      memcpy(head, &bytes, sizeof(bytes));
+      if (off_ < sizeof(bytes) && socketSend(fd_, head + off_, sizeof(bytes) - off_, dl) != ncclSuccess) return;
+      const size_t done = off_ < sizeof(bytes) ? 0 : off_ - sizeof(bytes);
+      if (socketSend(fd_, fifo.slot(sent_) + done, bytes - done, dl) != ncclSuccess) return;
+    }
+    uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
     (void)socketSend(fd_, frame, sizeof(frame), dl);
     shutdown(fd_, SHUT_RDWR);
   }
@@ -93,61 +235,54 @@ class NetConnection : public Connection {
   }
 
   void sendLoop() {
-    // An idle communicator is legitimate: no deadline. A message once started is
-    // finished (so an abort frame can follow it) unless the connection is torn down.
-    Deadline idle(&stop_, 0);
-    uint64_t sent = 0;
     Backoff b;
     for (;;) {
       if (stopping()) {
         sendAbortFrame();
         return;
       }
-      if (fifo.ctrl->tail.load(std::memory_order_acquire) == sent) {
-        if (b.napping()) {  // idle: asleep until the sender posts (or stop wakes it)
-          FifoSleepSet s;
-          s.tail(fifo.ctrl, sent);
-          s.sleep(kIdleCheckMs);
-        } else {
-          b.pause();
-        }
-        continue;
+      Moved m;
+      uint64_t sent;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        m = moveSend();
+        sent = sent_;
       }
-      b.reset();
-      uint32_t bytes = fifo.ctrl->bytes[sent % kSlots];
-      if (socketSend(fd_, &bytes, sizeof(bytes), idle) != ncclSuccess ||
-          socketSend(fd_, fifo.slot(sent), bytes, idle) != ncclSuccess) {
+      if (m == Moved::Failed) {
         fail("sending to");
         return;
       }
-      fifoPostHead(fifo.ctrl, ++sent);
+      if (m == Moved::Some) {
+        b.reset();
+        continue;
+      }
+      if (fifo.ctrl->tail.load(std::memory_order_acquire) > sent) {  // posted, but the socket is full
+        waitSocket(POLLOUT);
+      } else if (b.napping()) {  // idle: asleep until the sender posts (or stop wakes it)
+        FifoSleepSet s;
+        s.tail(fifo.ctrl, sent);
+        s.sleep(kIdleCheckMs);
+      } else {
+        b.pause();
+      }
     }
   }
 
   void recvLoop() {
-    Deadline idle(&fifo.ctrl->abort, 0);
-    uint64_t got = 0;
     Backoff b;
     while (!stopping()) {
-      const uint64_t head = fifo.ctrl->head.load(std::memory_order_acquire);
-      if (got - head >= kSlots) {  // full: asleep until the receiver drains a slot (or stop wakes it)
-        if (b.napping()) {
-          FifoSleepSet s;
-          s.head(fifo.ctrl, head);
-          s.sleep(kIdleCheckMs);
-        } else {
-          b.pause();
-        }
-        continue;
+      Moved m;
+      uint64_t got;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        m = moveRecv();
+        got = got_;
       }
-      b.reset();
-      uint32_t bytes;
-      ncclResult_t r = socketRecv(fd_, &bytes, sizeof(bytes), idle);
-      if (r == ncclRemoteError) {  // closed between messages: an error only if someone waits for more
+      if (m == Moved::Closed) {  // closed between messages: an error only if someone waits for more
         fifo.ctrl->peerGone.store(1);
         return;
       }
-      if (r == ncclSuccess && bytes == kAbortFrame) {
+      if (m == Moved::AbortFrame) {
         int32_t cause = -1;
         Deadline dl(nullptr, 1);
         if (socketRecv(fd_, &cause, sizeof(cause), dl) != ncclSuccess) cause = -1;
@@ -155,13 +290,24 @@ class NetConnection : public Connection {
         fifo.ctrl->abort.store(1);
         return;
       }
-      if (r != ncclSuccess || bytes > fifo.slotBytes ||
-          socketRecv(fd_, fifo.slot(got), bytes, idle) != ncclSuccess) {
+      if (m == Moved::Failed) {
         fail("receiving from");
         return;
       }
-      fifo.ctrl->bytes[got % kSlots] = bytes;
-      fifoPostTail(fifo.ctrl, ++got);
+      if (m == Moved::Some) {
+        b.reset();
+        continue;
+      }
+      const uint64_t head = fifo.ctrl->head.load(std::memory_order_acquire);
+      if (got - head < kSlots) {  // room: wait for the wire
+        waitSocket(POLLIN);
+      } else if (b.napping()) {  // full: asleep until the receiver drains a slot (or stop wakes it)
+        FifoSleepSet s;
+        s.head(fifo.ctrl, head);
+        s.sleep(kIdleCheckMs);
+      } else {
+        b.pause();
+      }
     }
   }
 
@@ -170,6 +316,14 @@ class NetConnection : public Connection {
   void* mem_ = nullptr;
   std::atomic<uint32_t> stop_{0};
   std::thread proxy_;
+  std::mutex mu_;        // one mover at a time: the proxy or a rank thread in progress()
+  uint64_t sent_ = 0;    // send: frames fully on the wire (under mu_)
+  uint64_t got_ = 0;     // recv: frames fully in slots (under mu_)
+  size_t off_ = 0;       // bytes of the current frame moved (under mu_)
+  uint32_t size_ = 0;    // recv: the current frame's size (under mu_)
+  bool closed_ = false;  // the last io() saw the peer close (under mu_)
+  std::atomic<uint64_t> driven_{0};         // rank threads driving this connection
+  std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
 };
 
 }  // namespace

@@ -227,6 +227,30 @@ def test_direct_collectives_between_processes(perf_bin, name, reg):
             assert len(first) == int(np_), p.stderr[-3000:]
 
 
+@pytest.mark.parametrize("name,extra", [("all_reduce", ["-d", "all"]), ("all_gather", []),
+                                        ("reduce_scatter", []), ("broadcast", ["-r", "all"]), ("alltoall", []),
+                                        ("sendrecv", [])])
+def test_sockets_between_processes(perf_bin, name, extra):
+    """Every process its own NCCL_HOSTID, so every byte crosses a socket
+    (transport/net.cc): from one frame to messages larger than the sockets'
+    buffers, whose frames go out in pieces, moved by the waiting rank thread
+    or by the proxy; checked exactly by the driver, 3 processes, then 2
+    processes of 2 ranks each (-t 2)."""
+    mpirun = shutil.which("mpirun")
+    binary = perf_bin / f"{name}_perf"
+    if not mpirun or not _links_mpi(binary):
+        pytest.skip("built without MPI, or no mpirun")
+    for np_, more in (("3", extra), ("2", ["-t", "2", "-d", "int32"])):
+        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", np_, "-x", "NCCL_SOCKET_IFNAME=lo", "sh",
+               "-c", 'NCCL_HOSTID=host$OMPI_COMM_WORLD_RANK exec "$0" "$@"', str(binary), "-b", "8", "-e", "8M",
+               "-f", "32", "-n", "2", "-w", "1", "-c", "1", "-T", "60"] + more
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        assert p.returncode == 0, p.stdout + p.stderr
+        t = Table(p.stdout)
+        t.assert_clean()
+        assert len(t.rows) >= 5, p.stdout  # 8 B to 8 MiB
+
+
 @pytest.mark.parametrize("args,message", [
     (["-d", "float17"], "invalid value 'float17' for -d"),
     (["-o", "xor"], "invalid value 'xor' for -o"),
