@@ -103,7 +103,9 @@ class NetConnection : public Connection {
       left = moveSend() == Moved::Failed || fifo.ctrl->tail.load(std::memory_order_relaxed) > sent_;
       mu_.unlock();
     }
-    if (left && fifo.ctrl->tailSleepers.load(std::memory_order_seq_cst) != 0) fifoWake(&fifo.ctrl->tail);
+    if (!left) return;
+    if (fifo.ctrl->tailSleepers.load(std::memory_order_seq_cst) != 0) fifoWake(&fifo.ctrl->tail);
+    if (drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);  // it may nap on a driver
   }
 
  private:
@@ -117,13 +119,16 @@ class NetConnection : public Connection {
     return stop_.load(std::memory_order_relaxed) || comm_->abortFlag.load() != 0 || fifo.ctrl->abort.load() != 0;
   }
 
-  // One non-blocking transfer; false on an error or a close (n = 0).
+  // One non-blocking transfer; false on an error or a close (n = 0). The
+  // kernel reports an error once: it stays in broken_, for whichever thread
+  // moves next. Under mu_.
   bool io(bool send, char* p, size_t len, size_t* n) {
     ssize_t r = send ? ::send(fd_, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd_, p, len, MSG_DONTWAIT);
     *n = r > 0 ? static_cast<size_t>(r) : 0;
     if (r > 0) return true;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
     closed_ = r == 0;
+    broken_ = r < 0;
     return false;
   }
 
@@ -131,6 +136,7 @@ class NetConnection : public Connection {
   // bytes of frame sent_ already on the wire (a frame once started is
   // finished, so an abort frame can follow it). Under mu_.
   Moved moveSend() {
+    if (broken_) return Moved::Failed;
     Moved m = Moved::Nothing;
     while (fifo.ctrl->tail.load(std::memory_order_acquire) > sent_) {
       const uint32_t bytes = fifo.ctrl->bytes[sent_ % kSlots];
@@ -143,7 +149,10 @@ class NetConnection : public Connection {
         h.msg_iov = iov;
         h.msg_iovlen = 2;
         ssize_t r = sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return Moved::Failed;
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          broken_ = true;
+          return Moved::Failed;
+        }
         n = r > 0 ? static_cast<size_t>(r) : 0;
       } else if (!io(true, fifo.slot(sent_) + (off_ - sizeof(bytes)), frame - off_, &n)) {
         return Moved::Failed;
@@ -161,6 +170,7 @@ class NetConnection : public Connection {
   // Frames come in as the size, then the payload, into the next free slot;
   // off_ counts the bytes of frame got_ read so far, size_ its size. Under mu_.
   Moved moveRecv() {
+    if (broken_) return Moved::Failed;
     Moved m = Moved::Nothing;
     for (;;) {
       if (got_ - fifo.ctrl->head.load(std::memory_order_acquire) >= kSlots) return m;  // full
@@ -209,6 +219,13 @@ class NetConnection : public Connection {
     if (fifo.ctrl->abort.load() == 0 && comm_->abortFlag.load() == 0) return;  // a normal close
     Deadline dl(nullptr, 1);
     std::lock_guard<std::mutex> lock(mu_);
+    // Whatever happens below, nothing more goes on this socket: a rank thread
+    // that posts later must not resend part of a frame.
+    broken_ = true;
+    struct Close {
+      int fd;
+      ~Close() { shutdown(fd, SHUT_RDWR); }
+    } close{fd_};
     if (off_ > 0) {  // finish the frame on the wire first, so the peer reads the abort frame as one
       const uint32_t bytes = fifo.ctrl->bytes[sent_ % kSlots];
       char head[sizeof(bytes)];
@@ -219,7 +236,6 @@ class NetConnection : public Connection {
     }
     uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
     (void)socketSend(fd_, frame, sizeof(frame), dl);
-    shutdown(fd_, SHUT_RDWR);
   }
 
   void fail(const char* what) {
@@ -322,6 +338,7 @@ class NetConnection : public Connection {
   size_t off_ = 0;       // bytes of the current frame moved (under mu_)
   uint32_t size_ = 0;    // recv: the current frame's size (under mu_)
   bool closed_ = false;  // the last io() saw the peer close (under mu_)
+  bool broken_ = false;  // a socket error, or an abort frame sent: no more frames (under mu_)
   std::atomic<uint64_t> driven_{0};         // rank threads driving this connection
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
 };
