@@ -201,7 +201,7 @@ def timeout(rank, nranks, uid):
     comm = init(rank, nranks, uid)
     mem = cp.zeros(16, cp.float32)
     cp.cuda.Device().synchronize()
-    win = register(comm, mem.data.ptr, 64)
+    register(comm, mem.data.ptr, 64)  # collective: every rank registers the window
     if rank == 0:
         s = cp.cuda.Stream(non_blocking=True)
         d, n = waits([(1, 1)])
