@@ -119,17 +119,20 @@ class NetConnection : public Connection {
     return stop_.load(std::memory_order_relaxed) || comm_->abortFlag.load() != 0 || fifo.ctrl->abort.load() != 0;
   }
 
-  // One non-blocking transfer; false on an error or a close (n = 0). The
-  // kernel reports an error once: it stays in broken_, for whichever thread
-  // moves next. Under mu_.
-  bool io(bool send, char* p, size_t len, size_t* n) {
-    ssize_t r = send ? ::send(fd_, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd_, p, len, MSG_DONTWAIT);
+  // What a non-blocking send or recv returned `r` means: Some (*n bytes),
+  // Nothing (it would block), Closed (a recv saw the peer close; lengths are
+  // never 0) or Failed. The kernel reports an error once: it stays in
+  // broken_, for whichever thread moves next. Under mu_.
+  Moved took(ssize_t r, size_t* n) {
     *n = r > 0 ? static_cast<size_t>(r) : 0;
-    if (r > 0) return true;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
-    closed_ = r == 0;
-    broken_ = r < 0;
-    return false;
+    if (r > 0) return Moved::Some;
+    if (r == 0) return Moved::Closed;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Moved::Nothing;
+    broken_ = true;
+    return Moved::Failed;
+  }
+  Moved io(bool send, char* p, size_t len, size_t* n) {
+    return took(send ? ::send(fd_, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd_, p, len, MSG_DONTWAIT), n);
   }
 
   // Frames go out as the size (uint32), then the payload; off_ counts the
@@ -148,13 +151,8 @@ class NetConnection : public Connection {
         msghdr h{};
         h.msg_iov = iov;
         h.msg_iovlen = 2;
-        ssize_t r = sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          broken_ = true;
-          return Moved::Failed;
-        }
-        n = r > 0 ? static_cast<size_t>(r) : 0;
-      } else if (!io(true, fifo.slot(sent_) + (off_ - sizeof(bytes)), frame - off_, &n)) {
+        if (took(sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT), &n) < Moved::Nothing) return Moved::Failed;
+      } else if (io(true, fifo.slot(sent_) + (off_ - sizeof(bytes)), frame - off_, &n) < Moved::Nothing) {
         return Moved::Failed;
       }
       if (n == 0) return m;  // the socket is full
@@ -176,8 +174,8 @@ class NetConnection : public Connection {
       if (got_ - fifo.ctrl->head.load(std::memory_order_acquire) >= kSlots) return m;  // full
       size_t n = 0;
       if (off_ < sizeof(size_)) {
-        if (!io(false, reinterpret_cast<char*>(&size_) + off_, sizeof(size_) - off_, &n))
-          return closed_ && off_ == 0 ? Moved::Closed : Moved::Failed;
+        const Moved r = io(false, reinterpret_cast<char*>(&size_) + off_, sizeof(size_) - off_, &n);
+        if (r < Moved::Nothing) return r == Moved::Closed && off_ == 0 ? Moved::Closed : Moved::Failed;
         if (n == 0) return m;
         off_ += n;
         if (off_ < sizeof(size_)) continue;
@@ -189,7 +187,7 @@ class NetConnection : public Connection {
       if (size_ > fifo.slotBytes) return Moved::Failed;
       const size_t done = off_ - sizeof(size_);
       if (done < size_) {
-        if (!io(false, fifo.slot(got_) + done, size_ - done, &n)) return Moved::Failed;
+        if (io(false, fifo.slot(got_) + done, size_ - done, &n) < Moved::Nothing) return Moved::Failed;
         if (n == 0) return m;
         m = Moved::Some;
         off_ += n;
@@ -337,9 +335,8 @@ class NetConnection : public Connection {
   uint64_t got_ = 0;     // recv: frames fully in slots (under mu_)
   size_t off_ = 0;       // bytes of the current frame moved (under mu_)
   uint32_t size_ = 0;    // recv: the current frame's size (under mu_)
-  bool closed_ = false;  // the last io() saw the peer close (under mu_)
   bool broken_ = false;  // a socket error, or an abort frame sent: no more frames (under mu_)
-  std::atomic<uint64_t> driven_{0};         // rank threads driving this connection
+  std::atomic<uint64_t> driven_{0};         // rank threads driving this connection (64 bits: fifoSleep's kind)
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
 };
 
