@@ -136,7 +136,7 @@ ncclResult_t devSetup(ncclComm* comm) {
     sms = std::min(sms, p.smCount);
   }
   int64_t want = paramInt(Param::NChannels);
-  int auto_ = std::max(1, std::min(32, sms / busiest));
+  int auto_ = std::max(1, std::min(64, sms / busiest));
   d->nChannels = want > 0 ? static_cast<int>(std::min<int64_t>(want, 64)) : auto_;
   d->p2pChannels = std::max(1, std::min(8, d->nChannels / (2 * comm->nranks)));
   d->smCount = std::max(1, sms);
