@@ -32,19 +32,19 @@ def run(label, hostfunc, waitk, thread):
         else: flag_np[0] += 1
     with s:
         for warm in (True, False):
+            n = 20 if warm else N
             t0 = time.perf_counter()
             base = int(flag_np[0])
-            for i in range(N if not warm else 20):
+            for i in range(n):
                 cp.cuda.runtime.memcpyAsync(h.ptr, d.data.ptr, 8, cp.cuda.runtime.memcpyDeviceToHost, s.ptr)
                 if hostfunc: s.launch_host_func(cb, None)
                 if waitk: spin((1,), (1,), (np.uint64(dptr), np.uint32(base + i + 1)))
                 cp.cuda.runtime.memcpyAsync(d.data.ptr, h.ptr, 8, cp.cuda.runtime.memcpyHostToDevice, s.ptr)
             s.synchronize()
-            dt = (time.perf_counter() - t0) / (N if not warm else 20) * 1e6
+            dt = (time.perf_counter() - t0) / n * 1e6
     stop[0] = True; t.join()
     print(f"{label:50s} {dt:8.1f} us per iteration")
 run("copies only", False, False, False)
 run("copies + host func", True, False, False)
 run("copies + host func sets flag + spin kernel", True, True, False)
 run("copies + host func -> thread sets flag + spin kernel", True, True, True)
-

@@ -41,6 +41,7 @@ void DevStateDeleter::operator()(DevState* d) const {
 namespace {
 
 constexpr size_t kBytesPerChannel = 256 << 10;  // a collective uses one channel per this many bytes
+constexpr int kMaxChannels = 64;  // per connector, set or automatic (ACCL_NCHANNELS)
 constexpr size_t kP2pBytesPerChannel = 512 << 10;
 constexpr size_t kDirectBytesPerBlock = 64 << 10;
 
@@ -136,8 +137,8 @@ ncclResult_t devSetup(ncclComm* comm) {
     sms = std::min(sms, p.smCount);
   }
   int64_t want = paramInt(Param::NChannels);
-  int auto_ = std::max(1, std::min(64, sms / busiest));
-  d->nChannels = want > 0 ? static_cast<int>(std::min<int64_t>(want, 64)) : auto_;
+  int auto_ = std::max(1, std::min(kMaxChannels, sms / busiest));
+  d->nChannels = want > 0 ? static_cast<int>(std::min<int64_t>(want, kMaxChannels)) : auto_;
   d->p2pChannels = std::max(1, std::min(8, d->nChannels / (2 * comm->nranks)));
   d->smCount = std::max(1, sms);
   void* status = nullptr;
