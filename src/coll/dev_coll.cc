@@ -92,6 +92,16 @@ bool capturing(cudaStream_t s) {
   return st != cudaStreamCaptureStatusNone;
 }
 
+void* driverFunction(const char* symbol) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion(symbol, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess)
+    f = nullptr;
+  (void)cudaGetLastError();
+  return f;
+}
+
 int devChoose(int requested) {
   if (!queryMode().device) return -1;
   if (requested >= 0) return requested % std::max(1, queryMode().deviceCount);
@@ -158,6 +168,10 @@ ncclResult_t devSetup(ncclComm* comm) {
     comm->dev->ringRecv = r[0];
     NCCLCHECK(devDirectSetup(comm));
   }
+  // Between hosts, device buffers are staged: load the staged path's kernel
+  // now, not at the first call, where loading it waits for the kernels then
+  // running (the call would not return before the GPU reached it).
+  if (comm->nhosts > 1) CUDACHECK(devLoadStageKernel(), "loading the staged path's kernel", comm);
   INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv", comm->name.c_str(), comm->rank,
        comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels);
   return ncclSuccess;

@@ -66,15 +66,7 @@ void ipcClose(void* base) {
 
 bool allocationRange(const void* p, char** base, size_t* bytes) {
   using GetRange = int (*)(unsigned long long*, size_t*, unsigned long long);
-  static GetRange fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    (void)cudaGetLastError();
-    return reinterpret_cast<GetRange>(f);
-  }();
+  static const GetRange fn = reinterpret_cast<GetRange>(driverFunction("cuMemGetAddressRange"));
   unsigned long long b = 0;
   size_t size = 0;
   if (!fn || fn(&b, &size, reinterpret_cast<unsigned long long>(p)) != 0) return false;

@@ -2,40 +2,52 @@
 // memory and run by the host executor (sockets between hosts, shm within one)
 // on the communicator's proxy thread, in the order of the caller's stream:
 //
-//   stream:  copy inputs device -> staging | hand the job to the proxy |
-//            wait kernel (spins on the job's done flag) | copy staging -> outputs
-//   proxy:   runs the host collective or p2p batch on the staging buffers,
-//            then sets the done flag (1 done, 2 failed)
+//   stream:  copy inputs device -> staging | raise `go` | wait kernel (spins
+//            until the proxy raises `done`) | copy staging -> outputs
+//   proxy:   waits for the job's `go`, runs the host collective or p2p batch
+//            on the staging buffers, then raises `done`
 //
-// The hand-over is a host function (cudaLaunchHostFunc) that only queues the
-// job: it must not wait, since CUDA runs every stream's host functions on one
-// thread, and two ranks of one process would wait for each other there. The
-// waiting is the wait kernel's, which checks the deadline like every kernel.
+// A communicator's eager operations run one after another (dev_state.h's
+// ordered()), so they share one staging buffer and one pair of host-mapped
+// words: the stream writes k to `go` when it reaches operation k, and its
+// kernel waits for `done` to reach k. The job is queued for the proxy when the
+// call is made, and the proxy polls `go` while jobs wait: no host function on
+// the stream, whose dispatch (CUDA's callback thread) cost 50 to 100 us an
+// operation on the H200 (docs/gpu-baseline.md).
 //
-// A communicator's operations run one after another (dev_state.h's ordered()),
-// so eager operations share one staging buffer and one done flag. A captured
-// operation is replayed later, so it gets its own buffer and flag, kept until
-// the communicator goes. Captured jobs are replayed as they are: a graph replay
+// A captured operation is replayed later, when no call queues it, so it keeps
+// a host function (cudaLaunchHostFunc) that queues its job when the stream
+// reaches it, and gets its own buffer and `done` word, kept until the
+// communicator goes. The host function only queues: CUDA runs every stream's
+// host functions on one thread, and two ranks of one process would wait for
+// each other there. Captured jobs are replayed as they are: a graph replay
 // stages the same buffers again.
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
+
+#include <sys/prctl.h>
 #include <vector>
 
 #include "coll/coll.h"
 #include "coll/dev_state.h"
 #include "device/dev_launch.h"
+#include "core/wait.h"
 
 namespace accl {
 
 namespace {
 
-constexpr uint32_t kPending = 0, kDone = 1, kFailed = 2;
-constexpr int kFlagsPerChunk = 1024;
+// A stopped stager raises every `done` word this far past its last job, so
+// every wait leaves (stream waits compare cyclically: (int64)(done - seq) >= 0).
+constexpr uint64_t kStopMargin = 1ull << 40;
+constexpr int kFlagsPerChunk = 512;
+constexpr size_t kLine = 64;          // `go` and `done` on lines of their own
 constexpr size_t kAlign = 256;
 
 size_t alignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
@@ -47,7 +59,9 @@ struct StageJob {
   StagedCall call;                // or this (a one-sided put), on `callInput`
   const char* callInput = nullptr;
   const char* opName = nullptr;
-  volatile uint32_t* done;        // host-mapped
+  uint64_t seq = 1;               // what `done` is raised to (and, eager, what the stream writes to `go`)
+  volatile uint64_t* done;        // host-mapped: the eager word, or a captured job's own
+  const uint64_t* doneDev;        // ... as the GPU sees it
   bool persistent;                // captured: replayed, never freed before the communicator
 };
 
@@ -59,6 +73,17 @@ struct Copy {
 };
 
 thread_local bool tlsOnProxy = false;  // this thread is a stager's proxy
+
+// cuStreamWriteValue64 (CUDA 12 ABI), where the driver has it: the stream
+// raises `go` without a kernel. A kernel needs the GPU's compute engine, which
+// a kernel of another process holds for its whole time slice when processes
+// share a GPU without MPS (on the H200: 2.6 ms a staged call, against 0.3 ms
+// this way). Where the driver lacks it or refuses a write, the kernel writes `go`.
+using WriteValue64 = int (*)(cudaStream_t, unsigned long long addr, uint64_t value, unsigned flags);
+WriteValue64 streamWriteValue64() {
+  static const WriteValue64 fn = reinterpret_cast<WriteValue64>(driverFunction("cuStreamWriteValue64"));
+  return fn;
+}
 
 // Allocations while the caller's stream is being captured: pinned memory is
 // not stream work, so allow it in any capture mode for the guard's lifetime.
@@ -80,65 +105,95 @@ class Stager {
 
   ncclResult_t run(const std::vector<CollArgs>& ops);
   ncclResult_t run(cudaStream_t s, const void* src, size_t bytes, StagedCall call, const char* opName);
-  // Stops the proxy and fails the jobs it has not run. False when a stream or
-  // a captured graph may still hand it jobs: then it must never be freed.
+  // Stops the proxy and lets every waiting kernel leave. False when a stream
+  // or a captured graph may still reach its memory: then it must never be freed.
   bool stop();
 
  private:
   static void CUDART_CB kick(void* job);
   void loop();
-  ncclResult_t flag(bool persistent, volatile uint32_t** host, const uint32_t** dev);
+  // The next job the stream has reached, if any (called under mu_).
+  StageJob* next(std::unique_ptr<StageJob>* owned);
+  ncclResult_t eagerWords();
+  ncclResult_t capturedDone(StageJob* job);
   // Queues `job` on `s` between the copies in and out (dev_state.h's ordered()).
-  ncclResult_t enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const uint32_t* doneDev,
-                       const std::vector<Copy>& before, const std::vector<Copy>& after);
+  ncclResult_t enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const std::vector<Copy>& before,
+                       const std::vector<Copy>& after);
   ncclResult_t buffer(size_t bytes, bool persistent, char** out);
+  bool streamPassed();
 
   ncclComm* comm_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<StageJob*> queue_;  // guarded by mu_
-  bool stopped_ = false;         // guarded by mu_
-  uint64_t issued_ = 0;          // eager jobs put on a stream (guarded by mu_)
-  uint64_t kicked_ = 0;          // ... whose host function ran (guarded by mu_)
+  std::deque<std::unique_ptr<StageJob>> eager_;  // queued by the calls, in order (guarded by mu_)
+  std::deque<StageJob*> kicked_;                 // captured jobs the stream reached (guarded by mu_)
+  bool stopped_ = false;                         // guarded by mu_
+  uint64_t lastSeq_ = 0;                         // of the eager jobs (guarded by mu_)
   std::thread thread_;
 
-  // Pinned memory. Flags come in chunks; flag 0 of the first chunk is the
-  // eager jobs'. Staging: one growable buffer for eager jobs (outgrown ones are
-  // kept, an operation on a stream may still use them), one per captured job.
-  std::vector<uint32_t*> flagChunks_;
-  int flagsUsed_ = 0;
-  char* eager_ = nullptr;
+  // Pinned, host-mapped words. Eager jobs: `go` (written by the stream) and
+  // `done` (by the proxy), a line apart. Captured jobs: a `done` each, from chunks.
+  char* eagerWords_ = nullptr;
+  volatile uint64_t* go_ = nullptr;
+  volatile uint64_t* done_ = nullptr;
+  uint64_t* goDev_ = nullptr;
+  const uint64_t* doneDev_ = nullptr;
+  std::vector<uint64_t*> flagChunks_;
+  int flagsUsed_ = kFlagsPerChunk;
+  // Staging: one growable buffer for eager jobs (outgrown ones are kept, an
+  // operation on a stream may still use them), one per captured job.
+  char* eagerBuf_ = nullptr;
   size_t eagerBytes_ = 0;
   std::vector<void*> pinned_;  // every staging buffer, freed with the stager
   std::vector<std::unique_ptr<StageJob>> persistent_;
 };
 
 void CUDART_CB Stager::kick(void* p) {
-  auto* job = static_cast<StageJob*>(p);
+  auto* job = static_cast<StageJob*>(p);  // a captured job: owned by its stager
   Stager* st = job->stager;
   std::lock_guard<std::mutex> lock(st->mu_);
-  if (!job->persistent) ++st->kicked_;
-  if (st->stopped_) {  // the communicator is going: fail the job, its wait kernel leaves
-    *job->done = kFailed;
-    if (!job->persistent) delete job;
+  if (st->stopped_) {  // the communicator is going: its wait kernel leaves
+    *job->done = kStopMargin;
     return;
   }
-  *job->done = kPending;
-  st->queue_.push_back(job);
+  *job->done = 0;
+  st->kicked_.push_back(job);
   st->cv_.notify_one();
+}
+
+StageJob* Stager::next(std::unique_ptr<StageJob>* owned) {
+  if (!kicked_.empty()) {
+    StageJob* job = kicked_.front();
+    kicked_.pop_front();
+    return job;
+  }
+  if (eager_.empty() || __atomic_load_n(go_, __ATOMIC_ACQUIRE) < eager_.front()->seq) return nullptr;
+  *owned = std::move(eager_.front());
+  eager_.pop_front();
+  return owned->get();
 }
 
 void Stager::loop() {
   tlsOnProxy = true;
+  // This thread's naps (polling `go`, waiting on its connections) are short
+  // and on the critical path: wake within a microsecond of the asked time,
+  // not the default 50 us timer slack.
+  (void)prctl(PR_SET_TIMERSLACK, 1000UL);
+  Backoff poll;  // while the stream has not reached the next eager job
   for (;;) {
+    std::unique_ptr<StageJob> owned;
     StageJob* job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      job = queue_.front();
-      queue_.pop_front();
+      cv_.wait(lock, [&] { return stopped_ || !kicked_.empty() || !eager_.empty(); });
+      if (stopped_) return;
+      job = next(&owned);
     }
+    if (!job) {
+      poll.pause();
+      continue;
+    }
+    poll.reset();
     ncclResult_t r = ncclSuccess;
     {
       CommUse use(comm_);
@@ -149,43 +204,57 @@ void Stager::loop() {
         r = isP2p(first.kind) ? runP2p(comm_, job->hostOps) : runCollective(first);
       }
     }
-    if (r != ncclSuccess) {
+    if (r != ncclSuccess) {  // the call reports it; the kernel leaves all the same
       WARN("%s (%s, rank %d): the staged operation on device buffers failed on the proxy (%s)", job->opName,
            comm_->name.c_str(), comm_->rank, pncclGetErrorString(r));
       commSetError(comm_, r);
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the outputs before the flag
-    *job->done = r == ncclSuccess ? kDone : kFailed;
-    if (!job->persistent) delete job;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_) *job->done = job->seq;  // stop() raised it for good
   }
+}
+
+// Whether the stream work of this communicator's calls has all finished:
+// waits up to a second (a stop() lets waiting kernels leave at once, but
+// their copies out may still run).
+bool Stager::streamPassed() {
+  DevState& d = *comm_->dev;
+  if (!d.haveLast) return true;
+  for (int i = 0; i < 1000; ++i) {
+    cudaError_t e = cudaEventQuery(d.lastEvent);
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    if (e != cudaErrorNotReady) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 bool Stager::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
-    for (StageJob* job : queue_) {
-      *job->done = kFailed;
-      if (!job->persistent) delete job;
-    }
-    queue_.clear();
+    for (StageJob* job : kicked_) *job->done = kStopMargin;
+    kicked_.clear();
+    eager_.clear();
+    if (done_) *done_ = lastSeq_ + kStopMargin;
   }
   cv_.notify_all();
   thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (issued_ == kicked_ && persistent_.empty()) return true;
-  // Host functions still queued on a stream (or in a graph that may be
-  // replayed) reach this stager through their jobs; they find it stopped and
-  // fail their jobs, so the wait kernels leave. Nothing they touch may be freed.
-  INFO(kInit, "%s rank %d: keeping the staging memory of a destroyed communicator (%llu operation(s) still queued, "
-       "%zu captured)", comm_->name.c_str(), comm_->rank, static_cast<unsigned long long>(issued_ - kicked_),
-       persistent_.size());
+  if (persistent_.empty() && streamPassed()) return true;
+  // Work still on a stream (or in a graph that may be replayed) reads this
+  // stager's words and buffers; finding them raised for good, its kernels
+  // leave. Nothing it touches may be freed.
+  INFO(kInit, "%s rank %d: keeping the staging memory of a destroyed communicator (stream work not finished, "
+       "%zu operation(s) captured)", comm_->name.c_str(), comm_->rank, persistent_.size());
   return false;
 }
 
 Stager::~Stager() {
   for (void* p : pinned_) (void)cudaFreeHost(p);
-  for (uint32_t* c : flagChunks_) (void)cudaFreeHost(c);
+  for (uint64_t* c : flagChunks_) (void)cudaFreeHost(c);
+  if (eagerWords_) (void)cudaFreeHost(eagerWords_);
   (void)cudaGetLastError();
 }
 
@@ -193,31 +262,47 @@ void StagerDeleter::operator()(Stager* s) const {
   if (s->stop()) delete s;
 }
 
-ncclResult_t Stager::flag(bool persistent, volatile uint32_t** host, const uint32_t** dev) {
-  RelaxedCapture relaxed;
-  int index = 0;
-  if (persistent || flagChunks_.empty()) {
-    if (flagChunks_.empty() || flagsUsed_ == kFlagsPerChunk) {
-      void* p = nullptr;
-      CUDACHECK(cudaHostAlloc(&p, kFlagsPerChunk * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable),
-                "cudaHostAlloc (staging flags)", comm_);
-      memset(p, 0, kFlagsPerChunk * sizeof(uint32_t));
-      flagChunks_.push_back(static_cast<uint32_t*>(p));
-      flagsUsed_ = flagChunks_.size() == 1 ? 1 : 0;  // flag 0 of the first chunk is the eager one
-    }
-    if (persistent) index = flagsUsed_++;
+ncclResult_t Stager::eagerWords() {
+  if (eagerWords_) return ncclSuccess;
+  void* p = nullptr;
+  CUDACHECK(cudaHostAlloc(&p, 2 * kLine, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc (staging flags)",
+            comm_);
+  memset(p, 0, 2 * kLine);
+  void* d = nullptr;
+  cudaError_t e = cudaHostGetDevicePointer(&d, p, 0);
+  if (e != cudaSuccess) {
+    (void)cudaFreeHost(p);
+    CUDACHECK(e, "cudaHostGetDevicePointer (staging flags)", comm_);
   }
-  uint32_t* h = persistent ? flagChunks_.back() + index : flagChunks_.front();
+  eagerWords_ = static_cast<char*>(p);
+  go_ = reinterpret_cast<uint64_t*>(eagerWords_);
+  done_ = reinterpret_cast<uint64_t*>(eagerWords_ + kLine);
+  goDev_ = static_cast<uint64_t*>(d);
+  doneDev_ = reinterpret_cast<const uint64_t*>(static_cast<char*>(d) + kLine);
+  return ncclSuccess;
+}
+
+ncclResult_t Stager::capturedDone(StageJob* job) {
+  RelaxedCapture relaxed;
+  if (flagsUsed_ == kFlagsPerChunk) {
+    void* p = nullptr;
+    CUDACHECK(cudaHostAlloc(&p, kFlagsPerChunk * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),
+              "cudaHostAlloc (staging flags)", comm_);
+    memset(p, 0, kFlagsPerChunk * sizeof(uint64_t));
+    flagChunks_.push_back(static_cast<uint64_t*>(p));
+    flagsUsed_ = 0;
+  }
+  uint64_t* h = flagChunks_.back() + flagsUsed_++;
   void* d = nullptr;
   CUDACHECK(cudaHostGetDevicePointer(&d, h, 0), "cudaHostGetDevicePointer (staging flag)", comm_);
-  *host = h;
-  *dev = static_cast<const uint32_t*>(d);
+  job->done = h;
+  job->doneDev = static_cast<const uint64_t*>(d);
   return ncclSuccess;
 }
 
 ncclResult_t Stager::buffer(size_t bytes, bool persistent, char** out) {
   if (!persistent && bytes <= eagerBytes_) {
-    *out = eager_;
+    *out = eagerBuf_;
     return ncclSuccess;
   }
   if (!persistent) bytes = std::max(bytes, 2 * eagerBytes_);  // grow geometrically
@@ -228,7 +313,7 @@ ncclResult_t Stager::buffer(size_t bytes, bool persistent, char** out) {
   pinned_.push_back(p);
   *out = static_cast<char*>(p);
   if (!persistent) {
-    eager_ = *out;
+    eagerBuf_ = *out;
     eagerBytes_ = bytes;
   }
   return ncclSuccess;
@@ -279,8 +364,7 @@ ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
   auto job = std::make_unique<StageJob>();
   job->stager = this;
   job->persistent = persistent;
-  const uint32_t* doneDev = nullptr;
-  NCCLCHECK(flag(persistent, &job->done, &doneDev));
+  NCCLCHECK(persistent ? capturedDone(job.get()) : eagerWords());
 
   std::vector<Copy> before, after;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -302,7 +386,7 @@ ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
     job->hostOps.push_back(h);
   }
   job->opName = ops[0].opName;
-  return enqueue(s, std::move(job), doneDev, before, after);
+  return enqueue(s, std::move(job), before, after);
 }
 
 // A call on `bytes` of `src`, copied into staging first (a one-sided put).
@@ -316,30 +400,43 @@ ncclResult_t Stager::run(cudaStream_t s, const void* src, size_t bytes, StagedCa
   job->call = std::move(call);
   job->callInput = stage;
   job->opName = opName;
-  const uint32_t* doneDev = nullptr;
-  NCCLCHECK(flag(persistent, &job->done, &doneDev));
+  NCCLCHECK(persistent ? capturedDone(job.get()) : eagerWords());
   std::vector<Copy> before;
   if (bytes) before.push_back({stage, src, bytes});
-  return enqueue(s, std::move(job), doneDev, before, {});
+  return enqueue(s, std::move(job), before, {});
 }
 
-ncclResult_t Stager::enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const uint32_t* doneDev,
-                             const std::vector<Copy>& before, const std::vector<Copy>& after) {
+ncclResult_t Stager::enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const std::vector<Copy>& before,
+                             const std::vector<Copy>& after) {
   ncclComm* comm = comm_;
   const bool persistent = job->persistent;
   StageJob* raw = job.get();
+  if (!persistent) {
+    std::lock_guard<std::mutex> lock(mu_);
+    raw->seq = ++lastSeq_;
+    raw->done = done_;
+    raw->doneDev = doneDev_;
+  }
   DevCtx ctx = ctxOf(comm);
-  bool handedOver = false;  // once its host function is queued, the job is the stream's
+  bool handedOver = false;  // its kernel is on the stream: the proxy must run it
   ncclResult_t r = ordered(comm, s, raw->opName, [&]() -> cudaError_t {
     for (const Copy& c : before) {
       cudaError_t e = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
       if (e != cudaSuccess) return e;
     }
-    cudaError_t e = cudaLaunchHostFunc(s, kick, raw);
+    cudaError_t e = cudaSuccess;
+    uint64_t* go = nullptr;  // for the kernel to write
+    if (persistent) {
+      e = cudaLaunchHostFunc(s, kick, raw);
+    } else {
+      // Default flags: the copies in are visible before `go` is.
+      WriteValue64 write = streamWriteValue64();
+      if (!write || write(s, reinterpret_cast<unsigned long long>(goDev_), raw->seq, 0) != 0) go = goDev_;
+    }
+    if (e != cudaSuccess) return e;
+    e = devLaunchStageHandover(go, raw->seq, raw->doneDev, ctx, s);
     if (e != cudaSuccess) return e;
     handedOver = true;
-    e = devLaunchStageWait(doneDev, ctx, s);
-    if (e != cudaSuccess) return e;
     for (const Copy& c : after) {
       e = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
       if (e != cudaSuccess) return e;
@@ -350,8 +447,8 @@ ncclResult_t Stager::enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, cons
     persistent_.push_back(std::move(job));  // a graph may replay it until the communicator goes
   } else if (handedOver) {
     std::lock_guard<std::mutex> lock(mu_);
-    ++issued_;
-    job.release();  // freed by the proxy once it ran, or by its host function
+    eager_.push_back(std::move(job));  // the proxy runs it once the stream raises `go` to its seq
+    cv_.notify_one();
   }
   return r;
 }

@@ -64,6 +64,9 @@ ncclResult_t cudaCheck(cudaError_t e, const char* what, const ncclComm* comm);
 DevCtx ctxOf(ncclComm* comm);
 // The stream is being captured into a CUDA graph.
 bool capturing(cudaStream_t s);
+// A driver API function of CUDA 12's ABI (the runtime is linked statically;
+// no libcuda at link time), or null where the driver lacks it.
+void* driverFunction(const char* symbol);
 
 // Enqueues `launch` (any stream work; returns cudaError_t) on `s` after the
 // communicator's previous work, and records it as the latest.

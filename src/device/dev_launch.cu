@@ -48,11 +48,18 @@ __global__ void __launch_bounds__(kThreads, 2) p2pKernel(DevP2pWork w) {
   }
 }
 
-// Waits for the proxy of a staged operation. Gentle on the memory system (it
-// polls host memory over PCIe): a short sleep between reads.
-__global__ void stageWaitKernel(const volatile uint32_t* done, DevCtx ctx) {
+// Waits for the proxy of a staged operation (and hands it over, given `go`).
+// Gentle on the memory system (it polls host memory over PCIe): a short sleep
+// between reads. The copies in finished before this kernel started, so the
+// proxy that reads `go` finds them in host memory (the GPU's writes to it stay
+// in order).
+__global__ void stageHandoverKernel(volatile uint64_t* go, uint64_t seq, const volatile uint64_t* done, DevCtx ctx) {
+  if (go) {
+    *go = seq;
+    __threadfence_system();
+  }
   const uint64_t deadline = ctx.timeoutNs ? globalTimer() + ctx.timeoutNs : 0;
-  for (int iter = 0; *done == 0; ++iter) {
+  for (int iter = 0; *done < seq; ++iter) {
     __nanosleep(200);
     if (deadline && iter % 1024 == 0 && globalTimer() > deadline) {
       failKernel(ctx, nullptr, nullptr, 0, kDevStageTimeout, -1, 0, -1);  // no connectors to abort
@@ -63,9 +70,15 @@ __global__ void stageWaitKernel(const volatile uint32_t* done, DevCtx ctx) {
 
 }  // namespace
 
-cudaError_t devLaunchStageWait(const uint32_t* done, const DevCtx& ctx, cudaStream_t stream) {
-  stageWaitKernel<<<1, 1, 0, stream>>>(done, ctx);
+cudaError_t devLaunchStageHandover(uint64_t* go, uint64_t seq, const uint64_t* done, const DevCtx& ctx,
+                                   cudaStream_t stream) {
+  stageHandoverKernel<<<1, 1, 0, stream>>>(go, seq, done, ctx);
   return cudaGetLastError();
+}
+
+cudaError_t devLoadStageKernel() {
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, stageHandoverKernel);
 }
 
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream) {

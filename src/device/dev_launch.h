@@ -15,9 +15,14 @@ constexpr int kDevThreads = 512;  // threads per block (one block per channel)
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream);
 // A group's point-to-point operations: w.nEntries * w.chansPerEntry blocks.
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
-// A staged operation's wait (coll/dev_staged.cc): one thread spins until the
-// host-mapped `done` flag is set by the proxy, or the deadline passes.
-cudaError_t devLaunchStageWait(const uint32_t* done, const DevCtx& ctx, cudaStream_t stream);
+// A staged operation's wait (coll/dev_staged.cc): one thread writes `seq` to
+// the host-mapped `go` word the proxy polls (when given: where the stream
+// could not write it itself), then spins until the proxy raises the
+// host-mapped `done` word to `seq`, or the deadline passes.
+cudaError_t devLaunchStageHandover(uint64_t* go, uint64_t seq, const uint64_t* done, const DevCtx& ctx,
+                                   cudaStream_t stream);
+// Loads it now (CUDA loads kernels lazily, and loading waits for the kernels running).
+cudaError_t devLoadStageKernel();
 // One-sided operations on device windows (device/dev_rma.cu): raise one signal
 // (an atomic add on a peer's counter, after the stream's earlier work), and
 // ncclWaitSignal's wait.

@@ -1,0 +1,89 @@
+"""One rank of the staged-path tests (tests/gpu/test_staged.py): device buffers
+between "hosts" (each process its own NCCL_HOSTID), staged through pinned host
+memory by the communicator's proxy, through the C ABI with CuPy arrays; exact
+integer arithmetic is the reference. Run as
+`python staged_worker.py SCENARIO RANK NRANKS UID_HEX`; prints "OK" at the end."""
+import ctypes
+import sys
+import time
+
+import cupy as cp
+
+from rma_device_worker import I, P, check, init, lib
+
+INT64 = 4
+SUM = 0
+SIZES = [1, 1000, 65536, 1 << 20]  # elements, in turn
+
+# Holds the stream for `ns` nanoseconds: the host runs ahead of the GPU.
+sleep_kernel = cp.RawKernel(r'''
+extern "C" __global__ void sleep_ns(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}''', "sleep_ns")
+
+
+def allreduce(comm, send, recv, s):
+    check(lib.ncclAllReduce(P(send.data.ptr), P(recv.data.ptr), send.size, INT64, SUM, comm, P(s.ptr)),
+          "ncclAllReduce")
+
+
+def far_ahead(rank, nranks, uid):
+    """100 allreduces queued behind a 300 ms kernel: every call returns before
+    the GPU reaches it (the proxy waits for each in turn, long enough to nap),
+    and every result is exact."""
+    comm = init(rank, nranks, uid)
+    s = cp.cuda.Stream(non_blocking=True)
+    calls = 100
+    with s:
+        ins = [cp.full(SIZES[i % 4], (rank + 1) * (i + 1), cp.int64) for i in range(calls)]
+        outs = [x if i % 2 else cp.zeros_like(x) for i, x in enumerate(ins)]  # odd calls in place
+    s.synchronize()
+    sleep_kernel((1,), (1,), (cp.uint64(300_000_000),), stream=s)
+    t0 = time.monotonic()
+    for x, y in zip(ins, outs):
+        allreduce(comm, x, y, s)
+    queued = time.monotonic() - t0
+    assert not s.done, "the stream finished before the calls were queued"
+    assert queued < 0.3, f"queueing {calls} staged calls took {queued:.3f} s: a call waited for the GPU"
+    s.synchronize()
+    total = nranks * (nranks + 1) // 2
+    for i, y in enumerate(outs):
+        assert (y == total * (i + 1)).all(), f"call {i} ({y.size} elements): {cp.unique(y)[:4]}"
+    check(lib.ncclCommDestroy(comm), "ncclCommDestroy")
+
+
+def abort(rank, nranks, uid):
+    """Rank 0's staged allreduce waits for rank 1, which never calls; rank 0
+    aborts: its stream finishes at once and the GPU stays usable."""
+    comm = init(rank, nranks, uid)
+    if rank == 0:
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            x = cp.ones(4096, cp.int64)
+        s.synchronize()
+        allreduce(comm, x, x, s)
+        time.sleep(1.0)
+        assert not s.done, "the allreduce finished without its peer"
+        t0 = time.monotonic()
+        check(lib.ncclCommAbort(comm), "ncclCommAbort")
+        s.synchronize()  # the wait kernel left
+        assert time.monotonic() - t0 < 10
+        with s:
+            assert int((x + 1).sum()) > 0  # the GPU still runs work
+        s.synchronize()
+    else:
+        time.sleep(3.0)
+        check(lib.ncclCommAbort(comm), "ncclCommAbort")
+
+
+SCENARIOS = {"far_ahead": far_ahead, "abort": abort}
+
+if __name__ == "__main__":
+    scenario, rank, nranks, uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), bytes.fromhex(sys.argv[4])
+    SCENARIOS[scenario](rank, nranks, uid)
+    print("OK", flush=True)
