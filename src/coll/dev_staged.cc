@@ -30,9 +30,9 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <sys/prctl.h>
-#include <vector>
 
 #include "coll/coll.h"
 #include "coll/dev_state.h"
@@ -44,8 +44,11 @@ namespace accl {
 namespace {
 
 // A stopped stager raises every `done` word this far past its last job, so
-// every wait leaves (stream waits compare cyclically: (int64)(done - seq) >= 0).
+// every wait kernel leaves.
 constexpr uint64_t kStopMargin = 1ull << 40;
+// The proxy polls `go` with naps this long once it has spun a while: a call
+// made long before the GPU reaches it starts at most this late.
+constexpr long kGoNapNs = 20000;
 constexpr int kFlagsPerChunk = 512;
 constexpr size_t kLine = 64;          // `go` and `done` on lines of their own
 constexpr size_t kAlign = 256;
@@ -78,10 +81,13 @@ thread_local bool tlsOnProxy = false;  // this thread is a stager's proxy
 // raises `go` without a kernel. A kernel needs the GPU's compute engine, which
 // a kernel of another process holds for its whole time slice when processes
 // share a GPU without MPS (on the H200: 2.6 ms a staged call, against 0.3 ms
-// this way). Where the driver lacks it or refuses a write, the kernel writes `go`.
+// this way). Where the driver lacks it or refuses a write, or
+// ACCL_STAGE_STREAM_WRITE=0, the kernel writes `go`.
 using WriteValue64 = int (*)(cudaStream_t, unsigned long long addr, uint64_t value, unsigned flags);
 WriteValue64 streamWriteValue64() {
-  static const WriteValue64 fn = reinterpret_cast<WriteValue64>(driverFunction("cuStreamWriteValue64"));
+  static const WriteValue64 fn = paramInt(Param::StageStreamWrite) != 0
+                                     ? reinterpret_cast<WriteValue64>(driverFunction("cuStreamWriteValue64"))
+                                     : nullptr;
   return fn;
 }
 
@@ -100,7 +106,11 @@ class RelaxedCapture {
 
 class Stager {
  public:
-  explicit Stager(ncclComm* comm) : comm_(comm) { thread_ = std::thread([this] { loop(); }); }
+  explicit Stager(ncclComm* comm) : comm_(comm), write_(streamWriteValue64()) {
+    INFO(kInit, "%s rank %d: staged operations are handed to the proxy by %s", comm->name.c_str(), comm->rank,
+         write_ ? "a stream write" : "the wait kernel");
+    thread_ = std::thread([this] { loop(); });
+  }
   ~Stager();  // frees the pinned memory; only once stop() allowed it
 
   ncclResult_t run(const std::vector<CollArgs>& ops);
@@ -129,6 +139,7 @@ class Stager {
   std::deque<StageJob*> kicked_;                 // captured jobs the stream reached (guarded by mu_)
   bool stopped_ = false;                         // guarded by mu_
   uint64_t lastSeq_ = 0;                         // of the eager jobs (guarded by mu_)
+  WriteValue64 write_;                           // null: the wait kernel writes `go` (the calls')
   std::thread thread_;
 
   // Pinned, host-mapped words. Eager jobs: `go` (written by the stream) and
@@ -179,7 +190,7 @@ void Stager::loop() {
   // and on the critical path: wake within a microsecond of the asked time,
   // not the default 50 us timer slack.
   (void)prctl(PR_SET_TIMERSLACK, 1000UL);
-  Backoff poll;  // while the stream has not reached the next eager job
+  Backoff poll;  // while the stream has not reached the next eager job: spin, then nap kGoNapNs
   for (;;) {
     std::unique_ptr<StageJob> owned;
     StageJob* job;
@@ -190,7 +201,12 @@ void Stager::loop() {
       job = next(&owned);
     }
     if (!job) {
-      poll.pause();
+      if (poll.napping()) {
+        struct timespec ts = {0, kGoNapNs};
+        nanosleep(&ts, nullptr);
+      } else {
+        poll.pause();
+      }
       continue;
     }
     poll.reset();
@@ -204,14 +220,17 @@ void Stager::loop() {
         r = isP2p(first.kind) ? runP2p(comm_, job->hostOps) : runCollective(first);
       }
     }
-    if (r != ncclSuccess) {  // the call reports it; the kernel leaves all the same
+    if (r != ncclSuccess) {  // a later call or ncclCommGetAsyncError reports it; the kernel leaves all the same
       WARN("%s (%s, rank %d): the staged operation on device buffers failed on the proxy (%s)", job->opName,
            comm_->name.c_str(), comm_->rank, pncclGetErrorString(r));
       commSetError(comm_, r);
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the outputs before the flag
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stopped_) *job->done = job->seq;  // stop() raised it for good
+    if (!stopped_)
+      *job->done = job->seq;
+    else if (job->persistent)  // it was running, so stop() could not raise it
+      *job->done = kStopMargin;
   }
 }
 
@@ -264,6 +283,7 @@ void StagerDeleter::operator()(Stager* s) const {
 
 ncclResult_t Stager::eagerWords() {
   if (eagerWords_) return ncclSuccess;
+  RelaxedCapture relaxed;  // another thread may be capturing in global mode
   void* p = nullptr;
   CUDACHECK(cudaHostAlloc(&p, 2 * kLine, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc (staging flags)",
             comm_);
@@ -418,23 +438,25 @@ ncclResult_t Stager::enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, cons
     raw->doneDev = doneDev_;
   }
   DevCtx ctx = ctxOf(comm);
-  bool handedOver = false;  // its kernel is on the stream: the proxy must run it
+  bool handedOver = false;  // `go` or the kernel is on the stream: the proxy must run the job
   ncclResult_t r = ordered(comm, s, raw->opName, [&]() -> cudaError_t {
     for (const Copy& c : before) {
       cudaError_t e = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
       if (e != cudaSuccess) return e;
     }
-    cudaError_t e = cudaSuccess;
     uint64_t* go = nullptr;  // for the kernel to write
     if (persistent) {
-      e = cudaLaunchHostFunc(s, kick, raw);
+      cudaError_t e = cudaLaunchHostFunc(s, kick, raw);
+      if (e != cudaSuccess) return e;
+    } else if (write_ && write_(s, reinterpret_cast<unsigned long long>(goDev_), raw->seq, 0) == 0) {
+      handedOver = true;  // default flags: the copies in are visible before `go` is
     } else {
-      // Default flags: the copies in are visible before `go` is.
-      WriteValue64 write = streamWriteValue64();
-      if (!write || write(s, reinterpret_cast<unsigned long long>(goDev_), raw->seq, 0) != 0) go = goDev_;
+      if (write_) INFO(kInit, "%s rank %d: the driver refused a stream write; the wait kernel writes `go` from now on",
+                       comm->name.c_str(), comm->rank);
+      write_ = nullptr;
+      go = goDev_;
     }
-    if (e != cudaSuccess) return e;
-    e = devLaunchStageHandover(go, raw->seq, raw->doneDev, ctx, s);
+    cudaError_t e = devLaunchStageHandover(go, raw->seq, raw->doneDev, ctx, s);
     if (e != cudaSuccess) return e;
     handedOver = true;
     for (const Copy& c : after) {

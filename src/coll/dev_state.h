@@ -69,24 +69,32 @@ bool capturing(cudaStream_t s);
 void* driverFunction(const char* symbol);
 
 // Enqueues `launch` (any stream work; returns cudaError_t) on `s` after the
-// communicator's previous work, and records it as the latest.
+// communicator's previous work, and records it as the latest: also when it
+// failed part-way, since what it did enqueue must stay ordered before the
+// next call (and the communicator's memory kept until it ran).
 template <typename Launch>
 ncclResult_t ordered(ncclComm* comm, cudaStream_t s, const char* opName, Launch launch) {
   DevState& d = *comm->dev;
   const bool cap = capturing(s);
   if (!cap && d.haveLast && d.lastStream != s)
     CUDACHECK(cudaStreamWaitEvent(s, d.lastEvent, 0), "cudaStreamWaitEvent", comm);
+  (void)cudaGetLastError();  // a launch reports cudaGetLastError(): not an earlier call's error
   cudaError_t e = launch();
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  if (!cap) {
+    cudaError_t r = cudaEventRecord(d.lastEvent, s);
+    if (r == cudaSuccess) {
+      d.lastStream = s;
+      d.haveLast = true;
+    } else if (e == cudaSuccess) {
+      e = r;
+    }
+  }
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     WARN("%s (%s, rank %d): enqueueing the operation on its stream failed: %s", opName, comm->name.c_str(),
          comm->rank, cudaGetErrorString(e));
     return ncclUnhandledCudaError;
-  }
-  if (!cap) {
-    CUDACHECK(cudaEventRecord(d.lastEvent, s), "cudaEventRecord", comm);
-    d.lastStream = s;
-    d.haveLast = true;
   }
   return ncclSuccess;
 }

@@ -48,8 +48,8 @@ def far_ahead(rank, nranks, uid):
     for x, y in zip(ins, outs):
         allreduce(comm, x, y, s)
     queued = time.monotonic() - t0
-    assert not s.done, "the stream finished before the calls were queued"
     assert queued < 0.3, f"queueing {calls} staged calls took {queued:.3f} s: a call waited for the GPU"
+    assert not s.done, "the stream finished before the calls were queued"
     s.synchronize()
     total = nranks * (nranks + 1) // 2
     for i, y in enumerate(outs):
