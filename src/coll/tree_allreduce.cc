@@ -4,6 +4,10 @@
 // and broadcast back down. Both trees and both directions are pipelined: at
 // iteration i a rank moves chunk i up each tree and chunk i-kLag down, so no
 // rank waits on a later iteration of another and there is no deadlock.
+//
+// With two ranks the tree is one exchange: each rank sends its whole input to
+// the other and reduces both, one hop of latency where the ring and a tree of
+// two levels take two.
 #include <algorithm>
 #include <cstring>
 
@@ -89,11 +93,53 @@ class TreeRun {
   size_t esize_;
 };
 
+// Two ranks, over the ring's connections (both to the peer), a slot at a
+// time; chunk i goes out kExchangeLag chunks before chunk i comes in, so the
+// wire stays busy while a rank reduces. Both reduce in rank order (rank 0's
+// data first): min and max are not commutative for NaNs and signed zeros,
+// and both ranks must get the same bits.
+constexpr size_t kExchangeLag = kSlots / 2;
+
+ncclResult_t exchangeAllReduce(const CollArgs& a, const Reducer& red) {
+  ncclComm* comm = a.comm;
+  Connection* send = comm->ring.send.get();
+  Connection* recv = comm->ring.recv.get();
+  Steps steps(comm, a.opName);
+  const size_t esize = typeSize(a.type);
+  const size_t chunk = std::min(send->fifo.slotBytes, recv->fifo.slotBytes) / esize;
+  const size_t nchunks = (a.count + chunk - 1) / chunk;
+  const char* src = static_cast<const char*>(a.sendbuff);
+  char* dst = static_cast<char*>(a.recvbuff);
+  auto elems = [&](size_t i) { return std::min(chunk, a.count - i * chunk); };
+  for (size_t i = 0; i < nchunks + kExchangeLag; ++i) {
+    if (i < nchunks) {
+      char* slot;
+      NCCLCHECK(steps.waitSend(send, &slot));
+      red.prepare(slot, src + i * chunk * esize, elems(i), esize);
+      steps.post(send, elems(i) * esize);
+    }
+    if (i < kExchangeLag || i - kExchangeLag >= nchunks) continue;
+    const size_t j = i - kExchangeLag, n = elems(j);
+    char* out = dst + j * chunk * esize;
+    const char* peer;
+    NCCLCHECK(steps.waitRecv(recv, n * esize, &peer));
+    red.prepare(out, src + j * chunk * esize, n, esize);  // in place: this chunk went out already
+    if (comm->rank == 0)
+      red.merge(out, out, peer, n);
+    else
+      red.merge(out, peer, out, n);
+    red.finish(out, n);
+    steps.release(recv);
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t treeAllReduce(const CollArgs& a, const Reducer& red) {
   ncclComm* comm = a.comm;
   if (comm->nranks == 1) return ringAllReduce(a, red);
+  if (comm->nranks == 2) return exchangeAllReduce(a, red);
   NCCLCHECK(setupTrees(comm));
   const size_t esize = typeSize(a.type);
   const size_t align = std::max<size_t>(1, 64 / esize);

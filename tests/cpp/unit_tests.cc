@@ -352,6 +352,11 @@ TEST(tuner_model) {
   }
   CHECK(predictUs(CollKind::AllReduce, Algo::Tree, 8, 16, 1) < predictUs(CollKind::AllReduce, Algo::Ring, 8, 16, 1));
   CHECK(predictUs(CollKind::AllReduce, Algo::Ring, 1 << 28, 2, 1) <= predictUs(CollKind::AllReduce, Algo::Tree, 1 << 28, 2, 1));
+  // Two ranks: the exchange (the tree there) takes one hop; between hosts it
+  // puts the same bytes on the wire as the ring, so it wins at every size.
+  for (int hosts : {1, 2})
+    CHECK(predictUs(CollKind::AllReduce, Algo::Tree, 8, 2, hosts) < predictUs(CollKind::AllReduce, Algo::Ring, 8, 2, hosts));
+  CHECK(predictUs(CollKind::AllReduce, Algo::Tree, 1 << 28, 2, 2) < predictUs(CollKind::AllReduce, Algo::Ring, 1 << 28, 2, 2));
   CHECK(predictUs(CollKind::AllReduce, Algo::Ring, 1 << 20, 4, 2) > predictUs(CollKind::AllReduce, Algo::Ring, 1 << 20, 4, 1));
 }
 

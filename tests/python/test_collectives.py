@@ -823,10 +823,11 @@ def _run_script(script: str, args: list[str], env_extra: dict, timeout: float = 
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("nranks", [3, 4])
+@pytest.mark.parametrize("nranks", [2, 3, 4])
 def test_ring_and_tree_allreduce_agree(nranks, tmp_path):
     """NCCL_ALGO=ring and =tree (read at init: one process each) give the
-    reference result; exactly the same one where the arithmetic is exact."""
+    reference result; exactly the same one where the arithmetic is exact.
+    With 2 ranks the tree is one exchange (both ranks reduce everything)."""
     files = {}
     for algo in ("ring", "tree"):
         files[algo] = tmp_path / f"{algo}.npz"
@@ -848,6 +849,44 @@ def test_ring_and_tree_allreduce_agree(nranks, tmp_path):
                 np.testing.assert_allclose(got, want, atol=tol, rtol=0, err_msg=f"{name} {key}")
             else:
                 np.testing.assert_array_equal(got, want, err_msg=f"{name} {key}")
+
+
+EXCHANGE_BITS_SCRIPT = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    import accl
+    uid = accl.get_unique_id()
+    # NaNs with different payloads and zeros of both signs, where min and max
+    # depend on the order of their operands.
+    bits = [np.array([0x7fc00001, 0x80000000, 0x00000000, 0x3f800000, 0x7fc00002, 0xff800000], np.uint32),
+            np.array([0x7fc00003, 0x00000000, 0x80000000, 0x7fc00004, 0x3f800000, 0x7f800000], np.uint32)]
+    res, errs = [{}, {}], []
+    def main(r):
+        try:
+            with accl.Communicator(2, uid, r) as comm:
+                x = np.tile(bits[r], 1000).view(np.float32)
+                for op in ["sum", "prod", "max", "min"]:
+                    res[r][op] = comm.allreduce(x, op=op).tobytes()
+        except BaseException as e:
+            errs.append(repr(e))
+    ts = [threading.Thread(target=main, args=(r,)) for r in range(2)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert not errs, errs
+    for op in res[0]:
+        assert res[0][op] == res[1][op], op
+    print("OK")
+""")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("algo", ["ring", "tree"])
+def test_two_ranks_get_the_same_bits(algo):
+    """Both ranks of a 2-rank allreduce hold the same bits, also where the
+    operands' order matters (NaN payloads, signed zeros under min and max):
+    the exchange (NCCL_ALGO=tree) reduces in rank order on both."""
+    proc = _run_script(EXCHANGE_BITS_SCRIPT, [], {"NCCL_ALGO": f"allreduce:{algo}"})
+    assert "OK" in proc.stdout
 
 
 MANY_SCRIPT = textwrap.dedent("""

@@ -25,7 +25,11 @@ def test_predictions_grow_with_size_and_hosts():
 def test_choice_follows_the_model():
     assert accl.tuner.choose("allreduce", 8, 16) == "tree"
     assert accl.tuner.choose("allreduce", 1 << 28, 16) == "ring"
-    assert accl.tuner.choose("allreduce", 8, 2) == "ring"
+    # 2 ranks: the tree is one exchange, one hop where the ring takes two; on
+    # one host it reduces twice the bytes, so the ring keeps large calls there.
+    assert accl.tuner.choose("allreduce", 8, 2) == "tree"
+    assert accl.tuner.choose("allreduce", 1 << 28, 2) == "ring"
+    assert accl.tuner.choose("allreduce", 1 << 28, 2, nhosts=2) == "tree"
     assert accl.tuner.choose("broadcast", 8, 16) == "ring"  # the only algorithm there
 
 
