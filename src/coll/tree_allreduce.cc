@@ -118,16 +118,20 @@ ncclResult_t exchangeAllReduce(const CollArgs& a, const Reducer& red) {
       red.prepare(slot, src + i * chunk * esize, elems(i), esize);
       steps.post(send, elems(i) * esize);
     }
-    if (i < kExchangeLag || i - kExchangeLag >= nchunks) continue;
+    if (i < kExchangeLag) continue;
     const size_t j = i - kExchangeLag, n = elems(j);
-    char* out = dst + j * chunk * esize;
+    char* out = dst + j * chunk * esize;  // in place: chunk j went out already
+    const char* own = src + j * chunk * esize;
     const char* peer;
     NCCLCHECK(steps.waitRecv(recv, n * esize, &peer));
-    red.prepare(out, src + j * chunk * esize, n, esize);  // in place: this chunk went out already
+    if (red.k.prepare) {  // PreMulSum: this rank's scalar on its own input first
+      red.prepare(out, own, n, esize);
+      own = out;
+    }
     if (comm->rank == 0)
-      red.merge(out, out, peer, n);
+      red.merge(out, own, peer, n);
     else
-      red.merge(out, peer, out, n);
+      red.merge(out, peer, own, n);
     red.finish(out, n);
     steps.release(recv);
   }

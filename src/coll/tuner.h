@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "coll/coll.h"
@@ -15,6 +16,19 @@ namespace accl {
 struct AlgoMask {
   bool ring[7] = {true, true, true, true, true, true, true};  // indexed by CollKind
   bool tree[7] = {true, true, true, true, true, true, true};
+
+  // As bits (ring: bit c, tree: bit 8 + c), for the ranks to compare at init.
+  uint32_t bits() const {
+    uint32_t b = 0;
+    for (int c = 0; c < 7; ++c) b |= (ring[c] ? 1u << c : 0u) | (tree[c] ? 1u << (8 + c) : 0u);
+    return b;
+  }
+  void setBits(uint32_t b) {
+    for (int c = 0; c < 7; ++c) {
+      ring[c] = (b >> c & 1) != 0;
+      tree[c] = (b >> (8 + c) & 1) != 0;
+    }
+  }
 };
 
 // Parses NCCL_ALGO / NCCL_PROTO with NCCL's syntax ("ring,tree", "^tree",

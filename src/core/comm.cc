@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -188,6 +189,8 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   me.deviceMode = comm->deviceMode;
   if (comm->deviceMode) NCCLCHECK(devProbe(comm, &me));
   gethostname(me.hostname, sizeof(me.hostname) - 1);
+  me.algoBits = comm->algoMask.bits();
+  me.slotBytes = static_cast<uint32_t>(slotBytesParam());
   hostDirectPrepare(comm, &me);
   comm->peers.assign(nranks, PeerInfo());
   comm->peers[rank] = me;
@@ -206,6 +209,23 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
       return ncclInvalidUsage;
     }
   }
+
+  // The ranks must run the same algorithms (a ring rank against an exchange
+  // rank would reduce the wrong blocks), and both ends of a FIFO must agree
+  // on its slots: every rank takes what all allow and the smallest slot.
+  uint32_t algo = me.algoBits;
+  comm->slotBytes = me.slotBytes;
+  for (const PeerInfo& p : comm->peers) {
+    algo &= p.algoBits;
+    comm->slotBytes = std::min<size_t>(comm->slotBytes, p.slotBytes);
+  }
+  if (algo != me.algoBits) {
+    WARN("rank %d: NCCL_ALGO differs between the ranks; every rank runs only the algorithms all of them allow", rank);
+    comm->algoMask.setBits(algo);
+  }
+  if (comm->slotBytes != me.slotBytes)
+    INFO(kInit, "rank %d: FIFO slots of %zu bytes, the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE; "
+         "here %u)", rank, comm->slotBytes, me.slotBytes);
 
   std::set<uint64_t> hosts;
   for (const PeerInfo& p : comm->peers) hosts.insert(p.hostHash);

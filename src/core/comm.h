@@ -49,6 +49,10 @@ struct PeerInfo {
   int32_t hostDirect;
   uint64_t processKey;
   uint64_t reachProbe;
+  // What every rank must use alike (commInit takes what all allow): the
+  // algorithms NCCL_ALGO allows (AlgoMask::bits) and the FIFO slot size.
+  uint32_t algoBits;
+  uint32_t slotBytes;
   char hostname[64];
 };
 
@@ -124,11 +128,12 @@ struct ncclComm {
   // (any thread, e.g. a proxy or the one-sided receiver) walks them.
   std::map<std::pair<int, int>, accl::ConnPtr> sendConns, recvConns;
   std::recursive_mutex connMu;
-  std::map<int, accl::UserOp> userOps;
-  std::set<accl::Registration*> registrations;        // ncclCommRegister handles (freed with the comm)  // ncclRedOp_t value -> op (ids are unique per process)
+  std::map<int, accl::UserOp> userOps;                // ncclRedOp_t value -> op (ids are unique per process)
+  std::set<accl::Registration*> registrations;        // ncclCommRegister handles (freed with the comm)
   uint64_t opCount = 0;
   int nhosts = 1;              // distinct host identities among the ranks
-  accl::AlgoMask algoMask;     // NCCL_ALGO, parsed at init
+  accl::AlgoMask algoMask;     // NCCL_ALGO: what every rank's allows (commInit)
+  size_t slotBytes = 0;        // of every FIFO: the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE)
   accl::DevStatePtr dev;       // device mode only
   accl::RmaPtr rma;            // windows and one-sided operations (from the first window)
   // This rank's "stopped" word in the host direct collectives' slots

@@ -76,6 +76,8 @@ DevChan* ipcChannels(Connection* c);  // the connection's per-channel table in d
 // Takes ownership of a connected, authenticated socket.
 ncclResult_t netFromSocket(ncclComm* comm, int fd, bool isSend, int peer, ConnPtr* out);
 
+// This rank's FIFO slot size (NCCL_BUFFSIZE / ACCL_CHUNKSIZE). Connections use
+// ncclComm::slotBytes, the smallest of every rank's, agreed at init.
 size_t slotBytesParam();
 
 }  // namespace accl

@@ -146,7 +146,7 @@ class IpcConnection : public Connection {
 
 ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   auto c = std::make_unique<IpcConnection>(comm, peer, false);
-  c->slotBytes_ = slotBytesParam();
+  c->slotBytes_ = comm->slotBytes;
   c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
   NCCLCHECK(shmSegmentCreate(comm, "the control of its device FIFO from rank " + std::to_string(peer), c->name_, c->bytes_,
                              &c->map_));

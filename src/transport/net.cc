@@ -39,7 +39,7 @@ class NetConnection : public Connection {
     isSend = send;
     this->peer = peer;
     kind = "net";
-    size_t slot = slotBytesParam();
+    size_t slot = comm->slotBytes;
     mem_ = aligned_alloc(4096, fifoBytes(slot));
     fifoInit(mem_, slot, &fifo);
   }

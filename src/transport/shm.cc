@@ -117,7 +117,7 @@ ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->peer = peer;
   c->kind = "shm";
   c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
-  size_t slot = slotBytesParam();
+  size_t slot = comm->slotBytes;
   c->bytes_ = fifoBytes(slot);
   NCCLCHECK(shmSegmentCreate(comm, "its FIFO from rank " + std::to_string(peer), c->name_, c->bytes_, &c->map_));
   fifoInit(c->map_, slot, &c->fifo);
@@ -134,7 +134,7 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->peer = peer;
   c->kind = "shm";
   std::string name = shmSegmentName(comm, comm->rank, peer, tag);
-  size_t slot = slotBytesParam();
+  size_t slot = comm->slotBytes;
   c->bytes_ = fifoBytes(slot);
   NCCLCHECK(shmSegmentOpen(comm, "the FIFO to rank " + std::to_string(peer), name, c->bytes_, &c->map_));
   c->fifo.ctrl = static_cast<FifoCtrl*>(c->map_);

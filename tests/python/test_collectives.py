@@ -823,18 +823,19 @@ def _run_script(script: str, args: list[str], env_extra: dict, timeout: float = 
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("nranks", [2, 3, 4])
-def test_ring_and_tree_allreduce_agree(nranks, tmp_path):
+@pytest.mark.parametrize("nranks,chunk", [(2, "0"), (2, "4096"), (3, "0"), (4, "0")])
+def test_ring_and_tree_allreduce_agree(nranks, chunk, tmp_path):
     """NCCL_ALGO=ring and =tree (read at init: one process each) give the
     reference result; exactly the same one where the arithmetic is exact.
-    With 2 ranks the tree is one exchange (both ranks reduce everything)."""
+    With 2 ranks the tree is one exchange (both ranks reduce everything);
+    4 KiB slots make its FIFOs wrap many times (64 chunks at 2S+1)."""
     files = {}
     for algo in ("ring", "tree"):
         files[algo] = tmp_path / f"{algo}.npz"
         log = tmp_path / f"{algo}.log"
         _run_script(ALGO_SCRIPT, [str(files[algo]), str(nranks)],
                     {"NCCL_ALGO": algo, "NCCL_DEBUG": "TRACE", "NCCL_DEBUG_SUBSYS": "COLL",
-                     "NCCL_DEBUG_FILE": str(log)})
+                     "NCCL_DEBUG_FILE": str(log), "ACCL_CHUNKSIZE": chunk})
         text = log.read_text() if log.exists() else ""
         other = "tree" if algo == "ring" else "ring"
         assert f"algo {algo}" in text and f"algo {other}" not in text, text[-2000:]

@@ -89,13 +89,17 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str:
     return proc.stdout.readline().decode().strip()
 
 
-def _run_ranks(nranks: int, tmp_path, transport: str = "shm", timeout: float = 45.0) -> list[str]:
+def _run_ranks(nranks: int, tmp_path, transport: str = "shm", timeout: float = 45.0, rank_env=None,
+               logs=None) -> list[str]:
+    """Every rank's results file. rank_env: extra variables per rank; logs:
+    a list that receives every rank's stderr."""
     env = dict(os.environ)
     env.setdefault("NCCL_SOCKET_IFNAME", "lo")
     outs = [str(tmp_path / f"rank{r}.npz") for r in range(nranks)]
     cmd = [sys.executable, "-c", RANK_SCRIPT, str(nranks)]
     def env_of(r):
-        return dict(env, NCCL_HOSTID=f"host{r}") if transport == "sockets" else env
+        e = dict(env, **(rank_env or {}).get(r, {}))
+        return dict(e, NCCL_HOSTID=f"host{r}") if transport == "sockets" else e
 
     procs = [subprocess.Popen(cmd + ["0", outs[0]], env=env_of(0), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)]
@@ -111,6 +115,8 @@ def _run_ranks(nranks: int, tmp_path, transport: str = "shm", timeout: float = 4
             except subprocess.TimeoutExpired:
                 pytest.fail(f"rank {r} of {nranks} timed out")
             assert p.returncode == 0, f"rank {r} failed ({p.returncode}):\n{err.decode()}"
+            if logs is not None:
+                logs.append(err.decode())
     finally:
         for p in procs:
             if p.poll() is None:
@@ -123,7 +129,25 @@ def _run_ranks(nranks: int, tmp_path, transport: str = "shm", timeout: float = 4
 @pytest.mark.parametrize("transport", ["shm", "sockets"])
 @pytest.mark.parametrize("nranks", [2, 3, 4])
 def test_allreduce_across_processes(nranks, transport, tmp_path):
-    outs = _run_ranks(nranks, tmp_path, transport)
+    _check_results(_run_ranks(nranks, tmp_path, transport), nranks)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["shm", "sockets"])
+def test_ranks_with_different_algo_and_slots(transport, tmp_path):
+    """Rank 0 allows only the ring and asks for 64 KiB slots, rank 1 neither:
+    at init both take what both allow (the ring; an exchange on one rank
+    against the ring on the other would mix up blocks) and the smaller slots
+    (both ends of a FIFO must agree), rank 1 warns, and every result is right."""
+    logs = []
+    outs = _run_ranks(2, tmp_path, transport, rank_env={0: {"NCCL_ALGO": "allreduce:ring", "ACCL_CHUNKSIZE": "65536"}},
+                      logs=logs)
+    _check_results(outs, 2)
+    assert "NCCL_ALGO differs between the ranks" in logs[1], logs[1][-3000:]
+    assert "NCCL_ALGO differs" not in logs[0], logs[0][-3000:]
+
+
+def _check_results(outs: list[str], nranks: int) -> None:
     refused = _refused_pairs()
     assert not refused & {"int32-sum", "float32-sum", "float64-max", "int64-min"}
     for rank, path in enumerate(outs):
