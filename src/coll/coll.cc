@@ -40,8 +40,8 @@ ncclResult_t runCollective(const CollArgs& a) {
   if (direct) return r;
   Algo algo = chooseAlgo(a);
   if (algo == Algo::Default) {
-    WARN("%s: no algorithm available for %s: NCCL_ALGO=%s allows none that ACCL has (ring%s)", a.opName,
-         collName(a.kind), paramString(Param::Algo), a.kind == CollKind::AllReduce ? ", tree" : "");
+    WARN("%s: no algorithm available for %s: the ranks' NCCL_ALGO (here '%s') together allow none that ACCL has "
+         "(ring%s)", a.opName, collName(a.kind), paramString(Param::Algo), a.kind == CollKind::AllReduce ? ", tree" : "");
     return ncclInvalidUsage;
   }
   TRACE(kColl, "%s count %zu %s algo %s", a.opName, a.count, typeName(a.type), algo == Algo::Tree ? "tree" : "ring");

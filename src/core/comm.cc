@@ -14,6 +14,7 @@
 #include <set>
 
 #include "accl.h"
+#include "coll/coll.h"
 #include "coll/host_direct.h"
 #include "core/check.h"
 #include "core/mode.h"
@@ -220,8 +221,16 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     comm->slotBytes = std::min<size_t>(comm->slotBytes, p.slotBytes);
   }
   if (algo != me.algoBits) {
-    WARN("rank %d: NCCL_ALGO differs between the ranks; every rank runs only the algorithms all of them allow", rank);
     comm->algoMask.setBits(algo);
+    std::string none;  // collectives left with no algorithm: their calls fail
+    for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,
+                       CollKind::ReduceScatter}) {
+      const int c = static_cast<int>(k);
+      if (!comm->algoMask.ring[c] && !(k == CollKind::AllReduce && comm->algoMask.tree[c]))
+        none += std::string(none.empty() ? "" : ", ") + collName(k);
+    }
+    WARN("rank %d: NCCL_ALGO differs between the ranks; every rank runs only the algorithms all of them allow%s%s%s",
+         rank, none.empty() ? "" : " (none left for ", none.c_str(), none.empty() ? "" : ")");
   }
   if (comm->slotBytes != me.slotBytes)
     INFO(kInit, "rank %d: FIFO slots of %zu bytes, the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE; "

@@ -140,8 +140,10 @@ def test_ranks_with_different_algo_and_slots(transport, tmp_path):
     against the ring on the other would mix up blocks) and the smaller slots
     (both ends of a FIFO must agree), rank 1 warns, and every result is right."""
     logs = []
-    outs = _run_ranks(2, tmp_path, transport, rank_env={0: {"NCCL_ALGO": "allreduce:ring", "ACCL_CHUNKSIZE": "65536"}},
-                      logs=logs)
+    quiet = {"NCCL_DEBUG": "WARN", "NCCL_DEBUG_FILE": ""}  # the WARN on stderr, whatever the outer job sets
+    outs = _run_ranks(2, tmp_path, transport, logs=logs, rank_env={
+        0: {**quiet, "NCCL_ALGO": "allreduce:ring", "ACCL_CHUNKSIZE": "65536"},
+        1: {**quiet, "NCCL_ALGO": "", "ACCL_CHUNKSIZE": "0", "NCCL_BUFFSIZE": "1048576"}})
     _check_results(outs, 2)
     assert "NCCL_ALGO differs between the ranks" in logs[1], logs[1][-3000:]
     assert "NCCL_ALGO differs" not in logs[0], logs[0][-3000:]
