@@ -101,6 +101,15 @@ ncclResult_t shmSegmentOpen(ncclComm* comm, const std::string& what, const std::
     WARN("rank %d: shm_open(%s) for %s failed: %s", comm->rank, name.c_str(), what.c_str(), strerror(errno));
     return ncclSystemError;
   }
+  // Smaller than this side expects (the two sides sized it differently): an
+  // error now, not a SIGBUS at the first touch past its end.
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+    WARN("rank %d: %s (%s) holds %lld bytes where %zu were expected", comm->rank, what.c_str(), name.c_str(),
+         static_cast<long long>(st.st_size), bytes);
+    close(fd);
+    return ncclInternalError;
+  }
   void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (m == MAP_FAILED) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bootstrap/interfaces.h"
@@ -20,6 +21,8 @@
 #include "coll/reg_table.h"
 #include "coll/tree.h"
 #include "coll/tuner.h"
+#include "core/comm.h"
+#include "transport/connection.h"
 #include "device/host_reduce.h"
 
 namespace {
@@ -337,6 +340,23 @@ TEST(nccl_algo_syntax) {
   CHECK(parseProtoSpec("^LL", &err));
   CHECK(parseProtoSpec("allreduce:simple", &err));
   CHECK(!parseProtoSpec("fast", &err));
+}
+
+TEST(shm_segment_smaller_than_expected) {
+  // The two sides of a FIFO sized its segment differently: opening it is an
+  // error that says so, not a SIGBUS at the first touch past its end.
+  ncclComm comm;
+  comm.rank = 0;
+  const std::string name = "/accl-unit-" + std::to_string(getpid());
+  void* created = nullptr;
+  void* opened = nullptr;
+  CHECK(shmSegmentCreate(&comm, "a test segment", name, 4096, &created) == ncclSuccess);
+  CHECK(shmSegmentOpen(&comm, "a test segment", name, 8192, &opened) == ncclInternalError);
+  CHECK(opened == nullptr);
+  CHECK(shmSegmentOpen(&comm, "a test segment", name, 4096, &opened) == ncclSuccess);
+  munmap(opened, 4096);
+  munmap(created, 4096);
+  shm_unlink(name.c_str());
 }
 
 TEST(tuner_model) {
