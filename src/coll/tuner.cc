@@ -154,9 +154,9 @@ bool directAllowed() { return paramInt(Param::Direct) != 0 && paramString(Param:
 Algo chooseAlgo(const CollArgs& a) {
   const AlgoMask& mask = a.comm->algoMask;
   const int c = static_cast<int>(a.kind);
+  if (!mask.allowsAny(a.kind)) return Algo::Default;
   const bool treeOk = a.kind == CollKind::AllReduce && mask.tree[c];
   const bool ringOk = mask.ring[c];
-  if (!ringOk && !treeOk) return Algo::Default;
   if (!treeOk) return Algo::Ring;
   if (!ringOk) return Algo::Tree;
   size_t bytes = a.count * typeSize(a.type);

@@ -17,6 +17,11 @@ struct AlgoMask {
   bool ring[7] = {true, true, true, true, true, true, true};  // indexed by CollKind
   bool tree[7] = {true, true, true, true, true, true, true};
 
+  // Whether `k` has an algorithm left (ACCL's tree is allreduce's alone).
+  bool allowsAny(CollKind k) const {
+    const int c = static_cast<int>(k);
+    return ring[c] || (k == CollKind::AllReduce && tree[c]);
+  }
   // As bits (ring: bit c, tree: bit 8 + c), for the ranks to compare at init.
   uint32_t bits() const {
     uint32_t b = 0;

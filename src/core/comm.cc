@@ -224,11 +224,8 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     comm->algoMask.setBits(algo);
     std::string none;  // collectives left with no algorithm: their calls fail
     for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,
-                       CollKind::ReduceScatter}) {
-      const int c = static_cast<int>(k);
-      if (!comm->algoMask.ring[c] && !(k == CollKind::AllReduce && comm->algoMask.tree[c]))
-        none += std::string(none.empty() ? "" : ", ") + collName(k);
-    }
+                       CollKind::ReduceScatter})
+      if (!comm->algoMask.allowsAny(k)) none += std::string(none.empty() ? "" : ", ") + collName(k);
     WARN("rank %d: NCCL_ALGO differs between the ranks; every rank runs only the algorithms all of them allow%s%s%s",
          rank, none.empty() ? "" : " (none left for ", none.c_str(), none.empty() ? "" : ")");
   }
