@@ -119,6 +119,8 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
   CUDACHECK(cudaGetDeviceProperties(&prop, comm->cudaDev), "cudaGetDeviceProperties", comm);
   me->smCount = prop.multiProcessorCount;
   me->devKey = fnv(&prop.uuid, sizeof(prop.uuid));
+  me->wantChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::NChannels), 0, kMaxChannels));
+  me->wantP2pChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::P2pNChannels), 0, kMaxChannels));
   return ncclSuccess;
 }
 
@@ -146,10 +148,18 @@ ncclResult_t devSetup(ncclComm* comm) {
     busiest = std::max(busiest, ++perGpu[{p.hostHash, p.devKey}]);
     sms = std::min(sms, p.smCount);
   }
-  int64_t want = paramInt(Param::NChannels);
-  int auto_ = std::max(1, std::min(kMaxChannels, sms / busiest));
-  d->nChannels = want > 0 ? static_cast<int>(std::min<int64_t>(want, kMaxChannels)) : auto_;
-  d->p2pChannels = std::max(1, std::min(8, d->nChannels / (2 * comm->nranks)));
+  // A send or receive gets its share of the channels when a rank sends to and
+  // receives from every rank at once (alltoall), so a group's blocks stay
+  // within the rank's channels however many peers it names. Every rank takes
+  // the fewest any rank asks for: both ends of a connector slice alike.
+  const int auto_ = std::max(1, std::min(kMaxChannels, sms / busiest));
+  d->nChannels = kMaxChannels;
+  int p2pWant = kMaxChannels;
+  for (const PeerInfo& p : comm->peers) {
+    d->nChannels = std::min(d->nChannels, p.wantChannels > 0 ? static_cast<int>(p.wantChannels) : auto_);
+    if (p.wantP2pChannels > 0) p2pWant = std::min(p2pWant, static_cast<int>(p.wantP2pChannels));
+  }
+  d->p2pChannels = std::max(1, std::min(p2pWant, d->nChannels / (2 * comm->nranks)));
   d->smCount = std::max(1, sms);
   void* status = nullptr;
   CUDACHECK(cudaHostAlloc(&status, sizeof(DevStatus), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc",
@@ -204,6 +214,11 @@ ncclResult_t devCheck(ncclComm* comm) {
         err = ncclTimeout;
         WARN("%s (rank %d of %d, device %d): a staged operation on device buffers timed out (ACCL_TIMEOUT) waiting "
              "for the network proxy", comm->name.c_str(), comm->rank, comm->nranks, comm->cudaDev);
+        break;
+      case kDevStageStopped:
+        WARN("%s (rank %d of %d, device %d): a staged operation on device buffers stopped waiting for the network "
+             "proxy: the communicator failed or was aborted", comm->name.c_str(), comm->rank, comm->nranks,
+             comm->cudaDev);
         break;
       case kDevSignalTimeout:
         err = ncclTimeout;

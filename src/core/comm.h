@@ -42,6 +42,9 @@ struct PeerInfo {
   int32_t deviceMode;
   int32_t smCount;   // device mode: multiprocessors of cudaDev
   uint64_t devKey;   // device mode: hash of cudaDev's UUID (ranks on one GPU share it)
+  // Device mode: channels this rank asks for (ACCL_NCHANNELS, ACCL_P2P_NCHANNELS;
+  // 0 = automatic). Both ends of a connector slice alike, so all take the fewest.
+  int32_t wantChannels, wantP2pChannels;
   uint64_t nonce;  // random; rank 0's makes the comm hash unique even for a reused NCCL_COMM_ID
   // Host direct collectives (coll/host_direct.h): this rank runs them (rank 0:
   // and made their slots); its process's random key, equal for ranks of one

@@ -61,8 +61,15 @@ __global__ void stageHandoverKernel(volatile uint64_t* go, uint64_t seq, const v
   const uint64_t deadline = ctx.timeoutNs ? globalTimer() + ctx.timeoutNs : 0;
   for (int iter = 0; *done < seq; ++iter) {
     __nanosleep(200);
+    if (iter % 64 != 0) continue;
+    // Stop and abort raise `done` themselves; the flag also covers a proxy that
+    // cannot (no connectors to abort here).
+    if (ctx.status->stop) {
+      failKernel(ctx, nullptr, nullptr, 0, kDevStageStopped, -1, 0, -1);
+      return;
+    }
     if (deadline && iter % 1024 == 0 && globalTimer() > deadline) {
-      failKernel(ctx, nullptr, nullptr, 0, kDevStageTimeout, -1, 0, -1);  // no connectors to abort
+      failKernel(ctx, nullptr, nullptr, 0, kDevStageTimeout, -1, 0, -1);
       return;
     }
   }

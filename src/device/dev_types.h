@@ -63,7 +63,8 @@ enum DevReason : int32_t { kDevOk = 0, kDevTimeout = 1, kDevPeerFailed = 2, kDev
                            kDevSignalTimeout = 5,   // ncclWaitSignal: the signals did not come in time
                            kDevSignalStopped = 6,   // ncclWaitSignal: the communicator failed or was aborted
                            kDevAsymmetric = 7,      // direct on windows: a peer's buffers lie at other offsets
-                           kDevCountMismatch = 8 }; // direct: a peer called with another count
+                           kDevCountMismatch = 8,   // direct: a peer called with another count
+                           kDevStageStopped = 9 };  // a staged operation: the communicator failed or was aborted
 
 // Host-mapped; written once by the first block that fails.
 struct DevStatus {
