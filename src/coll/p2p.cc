@@ -97,7 +97,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   for (size_t i = 0; i < sendTo.size(); ++i) sendQ[sendTo[i]].conn = sends[i];
   for (size_t i = 0; i < recvFrom.size(); ++i) recvQ[recvFrom[i]].conn = recvs[i];
 
-  Steps steps(comm, ops[0].opName);
+  Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; the proxies move the frames
   Backoff backoff;
   size_t open = sendQ.size() + recvQ.size();
   while (open > 0) {

@@ -1,5 +1,7 @@
 #include "coll/steps.h"
 
+#include <sched.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -19,30 +21,47 @@ uint64_t nowMs() {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// A wait drives its connection (Connection::driving) while it spins, and
-// hands over when it goes to sleep or leaves.
-class Drive {
- public:
-  explicit Drive(Connection* c) : c_(c) {}
-  ~Drive() { stop(false); }
-  void start() {
-    if (!on_) c_->driving(true, false);
-    on_ = true;
+// Whether this thread may run on one CPU only (a rank bound to a core): then
+// its connections' proxies can only take turns with it, and it keeps them
+// aside for the whole operation. Asked once per thread.
+bool onOneCore() {
+  thread_local int one = -1;
+  if (one < 0) {
+    cpu_set_t set;
+    one = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
   }
-  void stop(bool handOver) {
-    if (on_) c_->driving(false, handOver);
-    on_ = false;
-  }
-
- private:
-  Connection* c_;
-  bool on_ = false;
-};
+  return one == 1;
+}
 
 }  // namespace
 
-Steps::Steps(ncclComm* comm, const char* opName)
-    : comm_(comm), op_(opName), deadline_(&comm->abortFlag), lastPeerCheck_(nowMs()) {}
+Steps::Steps(ncclComm* comm, const char* opName, bool driveSends)
+    : comm_(comm), op_(opName), deadline_(&comm->abortFlag), lastPeerCheck_(nowMs()),
+      wholeOp_(driveSends && onOneCore()) {}
+
+void Steps::drive(Connection* c) {
+  for (int i = 0; i < nDriven_; ++i)
+    if (driven_[i] == c) return;
+  if (nDriven_ == kMaxDriven) return;  // left to its proxy
+  driven_[nDriven_++] = c;
+  if (awake_) c->driving(true, false);
+}
+
+void Steps::awake() {
+  if (awake_) return;
+  awake_ = true;
+  for (int i = 0; i < nDriven_; ++i) driven_[i]->driving(true, false);
+}
+
+void Steps::handOver(bool sleeping) {
+  if (!awake_) return;
+  awake_ = false;
+  for (int i = 0; i < nDriven_; ++i) driven_[i]->driving(false, sleeping);
+}
+
+void Steps::progressAll() {
+  for (int i = 0; i < nDriven_; ++i) driven_[i]->progress();
+}
 
 ncclResult_t Steps::fail(Connection* c, ncclResult_t err, const char* why) {
   const PeerInfo& p = comm_->peers[c->peer];
@@ -99,47 +118,53 @@ ncclResult_t Steps::recvSlot(Connection* c, size_t bytes, const char** data) {
 
 ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
   Backoff b;
-  Drive drive(c);
+  drive(c);
   while (!recvReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    drive.start();
-    c->progress();
+    awake();
+    progressAll();
     if (recvReady(c)) break;
     if (!b.napping()) {
       b.pause();
       continue;
     }
-    drive.stop(true);
+    handOver(true);
     FifoSleepSet s;
     s.tail(c->fifo.ctrl, c->step);  // slots drained: a tail past it is data
     s.sleep(kSleepCheckMs);
   }
+  if (!wholeOp_) handOver(false);
   return recvSlot(c, bytes, data);
 }
 
 ncclResult_t Steps::waitSend(Connection* c, char** slot) {
   Backoff b;
-  Drive drive(c);
+  drive(c);
   while (!sendReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    drive.start();
-    c->progress();
+    awake();
+    progressAll();
     if (sendReady(c)) break;
     if (!b.napping()) {
       b.pause();
       continue;
     }
-    drive.stop(true);
+    handOver(true);
     FifoSleepSet s;
     s.head(c->fifo.ctrl, c->step - kSlots);  // full: head is here until the receiver drains a slot
     s.sleep(kSleepCheckMs);
   }
+  if (!wholeOp_) handOver(false);
   *slot = c->fifo.slot(c->step);
   return ncclSuccess;
 }
 
 void Steps::post(Connection* c, size_t bytes) {
   c->fifo.ctrl->bytes[c->step % kSlots] = static_cast<uint32_t>(bytes);
+  if (wholeOp_) {
+    awake();
+    drive(c);
+  }
   c->posted(++c->step);
 }
 

@@ -17,7 +17,13 @@ namespace accl {
 
 class Steps {
  public:
-  Steps(ncclComm* comm, const char* opName);
+  // driveSends: the caller waits with waitRecv/waitSend, so those waits may
+  // move the frames it posts (see drive()); a progress engine that only
+  // probes (p2p) leaves them to their proxies.
+  Steps(ncclComm* comm, const char* opName, bool driveSends = true);
+  ~Steps() { handOver(false); }
+  Steps(const Steps&) = delete;
+  Steps& operator=(const Steps&) = delete;
 
   // Blocking: until the next slot of `c` holds exactly `bytes` / is free.
   ncclResult_t waitRecv(Connection* c, size_t bytes, const char** data);
@@ -38,10 +44,27 @@ class Steps {
   ncclResult_t fail(Connection* c, ncclResult_t err, const char* why);
 
  private:
+  // The connections this op waits on (and, when wholeOp_, posts to). A wait
+  // drives them all (Connection::driving): it moves their frames, and their
+  // proxies stand aside; it hands them over when it goes to sleep (waking the
+  // proxies) and when it ends (waking a proxy only for frames still to send).
+  // wholeOp_: a thread bound to one core keeps driving from its first post or
+  // wait to the op's end, since a proxy on its core could only take turns
+  // with it; elsewhere the proxies move frames while the rank computes.
+  static constexpr int kMaxDriven = 8;
+  void drive(Connection* c);
+  void awake();
+  void handOver(bool sleeping);
+  void progressAll();
+
   ncclComm* comm_;
   const char* op_;
   Deadline deadline_;
   uint64_t lastPeerCheck_;
+  bool wholeOp_;
+  bool awake_ = true;
+  int nDriven_ = 0;
+  Connection* driven_[kMaxDriven] = {};
 };
 
 }  // namespace accl

@@ -64,7 +64,7 @@ __global__ void stageHandoverKernel(volatile uint64_t* go, uint64_t seq, const v
     if (iter % 64 != 0) continue;
     // Stop and abort raise `done` themselves; the flag also covers a proxy that
     // cannot (no connectors to abort here).
-    if (ctx.status->stop) {
+    if (ctx.status->stop && *done < seq) {
       failKernel(ctx, nullptr, nullptr, 0, kDevStageStopped, -1, 0, -1);
       return;
     }

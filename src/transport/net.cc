@@ -31,7 +31,7 @@ constexpr uint32_t kAbortFrame = 0xffffffffu;
 // A sleeping proxy looks at the abort flags this often (a stop wakes it at once).
 constexpr int kIdleCheckMs = 20;
 // A proxy that left the socket to a rank thread looks again this often.
-constexpr int kDrivenNapMs = 1;
+constexpr int kDrivenNapMs = 10;
 
 class NetConnection : public Connection {
  public:
@@ -83,29 +83,25 @@ class NetConnection : public Connection {
     mu_.unlock();
     if (m < Moved::Nothing) wakeProxy();  // the proxy reports it
   }
-  // While a rank thread drives, the proxy leaves the socket to it (it would
-  // only take the core and the frames from it); it takes over when the rank
-  // goes to sleep, which wakes it, or at most kDrivenNapMs after it left.
+  // While a rank thread drives (an operation that posts to or waits on this
+  // FIFO, coll/steps.h), the proxy leaves the socket to it: on the rank's
+  // core it would only take turns with it. It takes over when the rank goes
+  // to sleep or the operation ends, which wakes it where frames wait, or at
+  // most kDrivenNapMs after it left.
   void driving(bool on, bool handOver) override {
     if (on) {
       driven_.fetch_add(1, std::memory_order_seq_cst);
-    } else {
-      driven_.fetch_sub(1, std::memory_order_seq_cst);
-      if (handOver && drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);
+      return;
     }
+    driven_.fetch_sub(1, std::memory_order_seq_cst);
+    if (isSend && unsent()) wakeSendProxy();  // frames left: whether the driver sleeps or is done
+    else if (handOver && drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);
   }
-  // The rank's own frames leave from its thread; the proxy is woken only for
-  // what the socket would not take.
+  // The rank's own frames leave from its thread; what the socket would not
+  // take waits for the driver's next wait or, with no driver, for the proxy.
   void posted(uint64_t tail) override {
     fifo.ctrl->tail.store(tail, std::memory_order_seq_cst);
-    bool left = true;
-    if (mu_.try_lock()) {
-      left = moveSend() == Moved::Failed || fifo.ctrl->tail.load(std::memory_order_relaxed) > sent_;
-      mu_.unlock();
-    }
-    if (!left) return;
-    if (fifo.ctrl->tailSleepers.load(std::memory_order_seq_cst) != 0) fifoWake(&fifo.ctrl->tail);
-    if (drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);  // it may nap on a driver
+    if (unsent() && driven_.load(std::memory_order_seq_cst) == 0) wakeSendProxy();
   }
 
  private:
@@ -114,6 +110,19 @@ class NetConnection : public Connection {
   enum class Moved { Closed = -3, AbortFrame = -2, Failed = -1, Nothing = 0, Some = 1 };
 
   void wakeProxy() { fifoWake(isSend ? &fifo.ctrl->tail : &fifo.ctrl->head); }
+
+  // Send side: moves what the socket takes now; whether posted frames are left
+  // (or the proxy is at it, and will see them).
+  bool unsent() {
+    if (!mu_.try_lock()) return true;
+    const bool left = moveSend() == Moved::Failed || fifo.ctrl->tail.load(std::memory_order_relaxed) > sent_;
+    mu_.unlock();
+    return left;
+  }
+  void wakeSendProxy() {
+    if (fifo.ctrl->tailSleepers.load(std::memory_order_seq_cst) != 0) fifoWake(&fifo.ctrl->tail);
+    if (drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);  // it may nap on a driver
+  }
 
   bool stopping() const {
     return stop_.load(std::memory_order_relaxed) || comm_->abortFlag.load() != 0 || fifo.ctrl->abort.load() != 0;
@@ -202,13 +211,7 @@ class NetConnection : public Connection {
   // Waits (unlocked) until the socket may move again, or a wake or stop;
   // while a rank thread drives, until it stops instead.
   void waitSocket(short events) {
-    const uint64_t d = driven_.load(std::memory_order_seq_cst);
-    if (d != 0) {
-      std::atomic<uint64_t>* c = &driven_;
-      std::atomic<uint32_t>* s = &drivenSleepers_;
-      fifoSleep(&c, &s, &d, 1, kDrivenNapMs);
-      return;
-    }
+    if (napWhileDriven()) return;
     pollfd p = {fd_, events, 0};
     (void)poll(&p, 1, kIdleCheckMs);
   }
@@ -248,12 +251,27 @@ class NetConnection : public Connection {
     commSetError(comm_, ncclRemoteError);
   }
 
+  // While a rank thread drives, the proxy naps (it would take the core and
+  // the frames from it), waking when the driver hands over or to look at stop.
+  bool napWhileDriven() {
+    const uint64_t d = driven_.load(std::memory_order_seq_cst);
+    if (d == 0) return false;
+    std::atomic<uint64_t>* c = &driven_;
+    std::atomic<uint32_t>* s = &drivenSleepers_;
+    fifoSleep(&c, &s, &d, 1, kDrivenNapMs);
+    return true;
+  }
+
   void sendLoop() {
     Backoff b;
     for (;;) {
       if (stopping()) {
         sendAbortFrame();
         return;
+      }
+      if (napWhileDriven()) {
+        b.reset();
+        continue;
       }
       Moved m;
       uint64_t sent;
@@ -285,6 +303,10 @@ class NetConnection : public Connection {
   void recvLoop() {
     Backoff b;
     while (!stopping()) {
+      if (napWhileDriven()) {
+        b.reset();
+        continue;
+      }
       Moved m;
       uint64_t got;
       {

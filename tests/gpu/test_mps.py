@@ -51,12 +51,13 @@ def test_ranks_with_different_channel_settings(drivers, mps, name):
     # sends would mix up blocks.
     env = dict(mps, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(), NCCL_DEBUG="INFO",
                NCCL_DEBUG_SUBSYS="INIT")
-    env.pop("ACCL_NCHANNELS", None)
-    env.pop("ACCL_P2P_NCHANNELS", None)
+    for var in ("ACCL_NCHANNELS", "ACCL_P2P_NCHANNELS", "NCCL_DEBUG_FILE"):
+        env.pop(var, None)
+    env["NCCL_CONF_FILE"] = "/dev/null"  # no settings from a file
     rank0 = 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then export ACCL_NCHANNELS=16 ACCL_P2P_NCHANNELS=2; fi; exec "$0" "$@"'
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
     for var in ("LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "ACCL_TIMEOUT", "CUDA_MPS_PIPE_DIRECTORY", "NCCL_DEBUG",
-                "NCCL_DEBUG_SUBSYS"):
+                "NCCL_DEBUG_SUBSYS", "NCCL_CONF_FILE"):
         cmd += ["-x", var]
     cmd += ["sh", "-c", rank0, str(drivers / f"{name}_perf"), "-b", "8", "-e", "8M", "-f", "8", "-n", "2", "-w", "1",
             "-c", "1", "-T", "120"]

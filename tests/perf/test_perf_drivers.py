@@ -234,14 +234,18 @@ def test_sockets_between_processes(perf_bin, name, extra):
     """Every process its own NCCL_HOSTID, so every byte crosses a socket
     (transport/net.cc): from one frame to messages larger than the sockets'
     buffers, whose frames go out in pieces, moved by the waiting rank thread
-    or by the proxy; checked exactly by the driver, 3 processes, then 2
-    processes of 2 ranks each (-t 2)."""
+    or by the proxy; checked exactly by the driver, 3 processes (unbound:
+    the proxies move frames while a rank computes), 2 processes of 2 ranks
+    each (-t 2, each process bound to a core: a rank drives its connections
+    for the whole call, coll/steps.h), and 4 processes bound 2 to a core."""
     mpirun = shutil.which("mpirun")
     binary = perf_bin / f"{name}_perf"
     if not mpirun or not _links_mpi(binary):
         pytest.skip("built without MPI, or no mpirun")
-    for np_, more in (("3", extra), ("2", ["-t", "2", "-d", "int32"])):
-        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", np_, "-x", "NCCL_SOCKET_IFNAME=lo", "sh",
+    for np_, bind, more in (("3", "none", extra), ("2", "core", ["-t", "2", "-d", "int32"]),
+                            ("4", "core:overload-allowed", ["-d", "int32"])):
+        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", bind, "-np", np_, "-x",
+               "NCCL_SOCKET_IFNAME=lo", "sh",
                "-c", 'NCCL_HOSTID=host$OMPI_COMM_WORLD_RANK exec "$0" "$@"', str(binary), "-b", "8", "-e", "8M",
                "-f", "32", "-n", "2", "-w", "1", "-c", "1", "-T", "60"] + more
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
