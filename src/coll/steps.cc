@@ -24,13 +24,15 @@ uint64_t nowMs() {
 // Whether this thread may run on one CPU only (a rank bound to a core): then
 // its connections' proxies can only take turns with it, and it keeps them
 // aside for the whole operation. Asked once per thread.
+// Asked again every 256 operations of the thread, in case it is bound later.
 bool onOneCore() {
-  thread_local int one = -1;
-  if (one < 0) {
+  thread_local bool one = false;
+  thread_local uint32_t ops = 0;
+  if (ops++ % 256 == 0) {
     cpu_set_t set;
     one = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
   }
-  return one == 1;
+  return one;
 }
 
 }  // namespace
@@ -39,12 +41,13 @@ Steps::Steps(ncclComm* comm, const char* opName, bool driveSends)
     : comm_(comm), op_(opName), deadline_(&comm->abortFlag), lastPeerCheck_(nowMs()),
       wholeOp_(driveSends && onOneCore()) {}
 
-void Steps::drive(Connection* c) {
+bool Steps::drive(Connection* c) {
   for (int i = 0; i < nDriven_; ++i)
-    if (driven_[i] == c) return;
-  if (nDriven_ == kMaxDriven) return;  // left to its proxy
+    if (driven_[i] == c) return true;
+  if (nDriven_ == kMaxDriven) return false;  // its proxy moves it while this op computes
   driven_[nDriven_++] = c;
   if (awake_) c->driving(true, false);
+  return true;
 }
 
 void Steps::awake() {
@@ -118,11 +121,12 @@ ncclResult_t Steps::recvSlot(Connection* c, size_t bytes, const char** data) {
 
 ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
   Backoff b;
-  drive(c);
+  const bool listed = drive(c);
   while (!recvReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
     awake();
     progressAll();
+    if (!listed) c->progress();
     if (recvReady(c)) break;
     if (!b.napping()) {
       b.pause();
@@ -133,17 +137,18 @@ ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
     s.tail(c->fifo.ctrl, c->step);  // slots drained: a tail past it is data
     s.sleep(kSleepCheckMs);
   }
-  if (!wholeOp_) handOver(false);
+  if (!wholeOp_) handOver(true);  // the proxies move frames while this rank computes
   return recvSlot(c, bytes, data);
 }
 
 ncclResult_t Steps::waitSend(Connection* c, char** slot) {
   Backoff b;
-  drive(c);
+  const bool listed = drive(c);
   while (!sendReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
     awake();
     progressAll();
+    if (!listed) c->progress();
     if (sendReady(c)) break;
     if (!b.napping()) {
       b.pause();
@@ -154,7 +159,7 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
     s.head(c->fifo.ctrl, c->step - kSlots);  // full: head is here until the receiver drains a slot
     s.sleep(kSleepCheckMs);
   }
-  if (!wholeOp_) handOver(false);
+  if (!wholeOp_) handOver(true);  // the proxies move frames while this rank computes
   *slot = c->fifo.slot(c->step);
   return ncclSuccess;
 }

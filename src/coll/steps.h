@@ -46,13 +46,14 @@ class Steps {
  private:
   // The connections this op waits on (and, when wholeOp_, posts to). A wait
   // drives them all (Connection::driving): it moves their frames, and their
-  // proxies stand aside; it hands them over when it goes to sleep (waking the
-  // proxies) and when it ends (waking a proxy only for frames still to send).
+  // proxies stand aside; it hands them over, waking the proxies, when it goes
+  // to sleep and when it ends.
   // wholeOp_: a thread bound to one core keeps driving from its first post or
-  // wait to the op's end, since a proxy on its core could only take turns
-  // with it; elsewhere the proxies move frames while the rank computes.
-  static constexpr int kMaxDriven = 8;
-  void drive(Connection* c);
+  // wait to the op's end (waking a proxy then only for frames still to send),
+  // since a proxy on its core could only take turns with it; elsewhere the
+  // proxies move frames while the rank computes.
+  static constexpr int kMaxDriven = 16;  // a tree rank touches up to 10
+  bool drive(Connection* c);  // false: the list is full, c stays with its proxy
   void awake();
   void handOver(bool sleeping);
   void progressAll();

@@ -81,7 +81,10 @@ class NetConnection : public Connection {
     if (!mu_.try_lock()) return;
     const Moved m = isSend ? moveSend() : moveRecv();
     mu_.unlock();
-    if (m < Moved::Nothing) wakeProxy();  // the proxy reports it
+    if (m < Moved::Nothing) {  // the proxy reports it, driven or not
+      needProxy_.store(true, std::memory_order_seq_cst);
+      wakeProxy();
+    }
   }
   // While a rank thread drives (an operation that posts to or waits on this
   // FIFO, coll/steps.h), the proxy leaves the socket to it: on the rank's
@@ -109,7 +112,11 @@ class NetConnection : public Connection {
   // which finds them again and reports them.
   enum class Moved { Closed = -3, AbortFrame = -2, Failed = -1, Nothing = 0, Some = 1 };
 
-  void wakeProxy() { fifoWake(isSend ? &fifo.ctrl->tail : &fifo.ctrl->head); }
+  // Wherever the proxy sleeps: on its FIFO's counter, or napping on a driver.
+  void wakeProxy() {
+    fifoWake(isSend ? &fifo.ctrl->tail : &fifo.ctrl->head);
+    if (drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);
+  }
 
   // Send side: moves what the socket takes now; whether posted frames are left
   // (or the proxy is at it, and will see them).
@@ -255,7 +262,7 @@ class NetConnection : public Connection {
   // the frames from it), waking when the driver hands over or to look at stop.
   bool napWhileDriven() {
     const uint64_t d = driven_.load(std::memory_order_seq_cst);
-    if (d == 0) return false;
+    if (d == 0 || needProxy_.load(std::memory_order_seq_cst)) return false;
     std::atomic<uint64_t>* c = &driven_;
     std::atomic<uint32_t>* s = &drivenSleepers_;
     fifoSleep(&c, &s, &d, 1, kDrivenNapMs);
@@ -360,6 +367,7 @@ class NetConnection : public Connection {
   bool broken_ = false;  // a socket error, or an abort frame sent: no more frames (under mu_)
   std::atomic<uint64_t> driven_{0};         // rank threads driving this connection (64 bits: fifoSleep's kind)
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
+  std::atomic<bool> needProxy_{false};       // a driver met a failure only the proxy reports
 };
 
 }  // namespace

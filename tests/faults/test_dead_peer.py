@@ -16,10 +16,12 @@ REMOTE_ERROR, TIMEOUT = 6, 8
 class Ranks:
     """rank_worker processes with per-rank environment and log files."""
 
-    def __init__(self, exe, nranks, comm_id, tmp_path, env_of_rank=None, iters=100000, extra_env=None, start=True):
+    def __init__(self, exe, nranks, comm_id, tmp_path, env_of_rank=None, iters=100000, extra_env=None, start=True,
+                 bound=False):
         self.exe, self.nranks, self.iters = exe, nranks, iters
         self.env = {**os.environ, "NCCL_COMM_ID": comm_id, **(extra_env or {})}
         self.env_of_rank = env_of_rank
+        self.bound = bound  # each rank process on one CPU (its threads too)
         self.logs = [tmp_path / f"rank{r}.log" for r in range(nranks)]
         self.procs = [None] * nranks
         if start:
@@ -28,9 +30,11 @@ class Ranks:
 
     def start(self, r):
         env = {**self.env, **(self.env_of_rank(r) if self.env_of_rank else {})}
+        cpus = sorted(os.sched_getaffinity(0))
+        bind = (lambda: os.sched_setaffinity(0, {cpus[r % len(cpus)]})) if self.bound else None
         with open(self.logs[r], "w") as f:
             self.procs[r] = subprocess.Popen([str(self.exe), str(r), str(self.nranks), str(COUNT), str(self.iters)],
-                                             env=env, stdout=f, stderr=subprocess.STDOUT)
+                                             env=env, stdout=f, stderr=subprocess.STDOUT, preexec_fn=bind)
 
     def log(self, r):
         return self.logs[r].read_text()
@@ -71,16 +75,25 @@ def ranks(c_program, comm_id, tmp_path):
         r.cleanup()
 
 
+def _own_host(r):
+    return {"NCCL_HOSTID": f"host{r}"}  # each rank its own "host"
+
+
+# (environment of a rank, each rank bound to one CPU): bound ranks drive their
+# socket connections for whole operations (coll/steps.h), and must still
+# learn of a failure that only the connection's proxy reports.
 TRANSPORTS = {
-    "shm": None,
-    "sockets": lambda r: {"NCCL_HOSTID": f"host{r}"},  # each rank its own "host"
+    "shm": (None, False),
+    "sockets": (_own_host, False),
+    "sockets_bound": (_own_host, True),
 }
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_killed_rank_fails_the_others_within_seconds(ranks, transport):
-    rs = ranks(3, env_of_rank=TRANSPORTS[transport])
+    env_of_rank, bound = TRANSPORTS[transport]
+    rs = ranks(3, env_of_rank=env_of_rank, bound=bound)
     rs.wait_all_iterating()
     rs.procs[1].kill()
     t0 = time.time()
@@ -95,7 +108,8 @@ def test_killed_rank_fails_the_others_within_seconds(ranks, transport):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_stuck_rank_times_out_with_ncclTimeout(ranks, transport):
-    rs = ranks(2, env_of_rank=TRANSPORTS[transport], extra_env={"ACCL_TIMEOUT": "3"})
+    env_of_rank, bound = TRANSPORTS[transport]
+    rs = ranks(2, env_of_rank=env_of_rank, bound=bound, extra_env={"ACCL_TIMEOUT": "3"})
     rs.wait_all_iterating()
     rs.procs[1].send_signal(signal.SIGSTOP)  # alive but not progressing: only the deadline can tell
     t0 = time.time()
