@@ -23,8 +23,8 @@ uint64_t nowMs() {
 
 // Whether this thread may run on one CPU only (a rank bound to a core): then
 // its connections' proxies can only take turns with it, and it keeps them
-// aside for the whole operation. Asked once per thread.
-// Asked again every 256 operations of the thread, in case it is bound later.
+// aside for the whole operation. Asked every 256 operations of the thread
+// (a system call), so a thread bound later is seen.
 bool onOneCore() {
   thread_local bool one = false;
   thread_local uint32_t ops = 0;

@@ -30,7 +30,8 @@ namespace {
 constexpr uint32_t kAbortFrame = 0xffffffffu;
 // A sleeping proxy looks at the abort flags this often (a stop wakes it at once).
 constexpr int kIdleCheckMs = 20;
-// A proxy that left the socket to a rank thread looks again this often.
+// A proxy that left the socket to a rank thread looks at the stop flags this
+// often (hand-overs, failures, aborts and stops wake it at once).
 constexpr int kDrivenNapMs = 10;
 
 class NetConnection : public Connection {
@@ -88,9 +89,9 @@ class NetConnection : public Connection {
   }
   // While a rank thread drives (an operation that posts to or waits on this
   // FIFO, coll/steps.h), the proxy leaves the socket to it: on the rank's
-  // core it would only take turns with it. It takes over when the rank goes
-  // to sleep or the operation ends, which wakes it where frames wait, or at
-  // most kDrivenNapMs after it left.
+  // core it would only take turns with it. The rank wakes it when it hands
+  // over: going to sleep, ending a wait (a rank not bound to one core), or
+  // ending its operation with frames still to send.
   void driving(bool on, bool handOver) override {
     if (on) {
       driven_.fetch_add(1, std::memory_order_seq_cst);
