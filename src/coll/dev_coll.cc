@@ -160,6 +160,14 @@ ncclResult_t devSetup(ncclComm* comm) {
     if (p.wantP2pChannels > 0) p2pWant = std::min(p2pWant, static_cast<int>(p.wantP2pChannels));
   }
   d->p2pChannels = std::max(1, std::min(p2pWant, d->nChannels / (2 * comm->nranks)));
+  // At least one block per send and receive: a group with every rank (alltoall)
+  // among more ranks on one GPU than half its channels may need more blocks
+  // than the GPU holds at once (two per multiprocessor), and would wait.
+  const int64_t groupBlocks = int64_t(2 * comm->nranks - 1) * d->p2pChannels * busiest;
+  if (groupBlocks > 2 * int64_t(sms))
+    WARN("%s rank %d: %d ranks on one GPU: a group of sends and receives with every rank (alltoall) needs %lld "
+         "blocks at once, more than the GPU's %d multiprocessors hold; it may wait until ACCL_TIMEOUT",
+         comm->name.c_str(), comm->rank, busiest, static_cast<long long>(groupBlocks), sms);
   d->smCount = std::max(1, sms);
   void* status = nullptr;
   CUDACHECK(cudaHostAlloc(&status, sizeof(DevStatus), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc",

@@ -125,3 +125,19 @@ def test_between_hosts_threads_and_graphs(drivers):
 
 def test_eight_threads(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "16M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-t", "8")
+
+
+@pytest.mark.timeout(300)
+def test_init_warns_where_alltoall_cannot_fit(drivers):
+    # 8 ranks on one GPU fit a group with every rank (15 blocks each); 16 on an
+    # H200 (8 channels each) would need 31 blocks per rank, 496 at once where
+    # 264 fit: init says so. Their allreduce (direct) still runs.
+    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(),
+               NCCL_DEBUG="WARN")
+    for ranks, warned in (("8", False), ("16", True)):
+        p = subprocess.run([str(drivers / "all_reduce_perf"), "-b", "8", "-e", "1M", "-f", "32", "-g", ranks, "-c",
+                            "1", "-n", "2", "-w", "1", "-T", "120"], capture_output=True, text=True, timeout=240,
+                           env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        Table(p.stdout).assert_clean()
+        assert ("may wait until ACCL_TIMEOUT" in p.stdout + p.stderr) == warned, p.stdout + p.stderr
