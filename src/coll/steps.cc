@@ -66,6 +66,27 @@ void Steps::progressAll() {
   for (int i = 0; i < nDriven_; ++i) driven_[i]->progress();
 }
 
+void Steps::spin(Connection* c, bool listed, bool* on) {
+  if (wholeOp_) {
+    awake();
+    progressAll();
+    if (!listed) c->progress();
+    return;
+  }
+  if (!*on) c->driving(true, false);
+  *on = true;
+  c->progress();
+}
+
+void Steps::rest(Connection* c, bool* on, bool sleeping) {
+  if (wholeOp_) {
+    if (sleeping) handOver(true);
+    return;
+  }
+  if (*on) c->driving(false, sleeping);
+  *on = false;
+}
+
 ncclResult_t Steps::fail(Connection* c, ncclResult_t err, const char* why) {
   const PeerInfo& p = comm_->peers[c->peer];
   WARN("%s (%s, rank %d of %d, op #%llu): %s rank %d (pid %d on %s, via %s) %s", op_, comm_->name.c_str(),
@@ -121,45 +142,39 @@ ncclResult_t Steps::recvSlot(Connection* c, size_t bytes, const char** data) {
 
 ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
   Backoff b;
-  const bool listed = drive(c);
+  Wait w(this, c);
   while (!recvReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    awake();
-    progressAll();
-    if (!listed) c->progress();
+    w.spin();
     if (recvReady(c)) break;
     if (!b.napping()) {
       b.pause();
       continue;
     }
-    handOver(true);
+    w.sleep();
     FifoSleepSet s;
     s.tail(c->fifo.ctrl, c->step);  // slots drained: a tail past it is data
     s.sleep(kSleepCheckMs);
   }
-  if (!wholeOp_) handOver(true);  // the proxies move frames while this rank computes
   return recvSlot(c, bytes, data);
 }
 
 ncclResult_t Steps::waitSend(Connection* c, char** slot) {
   Backoff b;
-  const bool listed = drive(c);
+  Wait w(this, c);
   while (!sendReady(c)) {
     if (b.checkNow()) NCCLCHECK(check(c));
-    awake();
-    progressAll();
-    if (!listed) c->progress();
+    w.spin();
     if (sendReady(c)) break;
     if (!b.napping()) {
       b.pause();
       continue;
     }
-    handOver(true);
+    w.sleep();
     FifoSleepSet s;
     s.head(c->fifo.ctrl, c->step - kSlots);  // full: head is here until the receiver drains a slot
     s.sleep(kSleepCheckMs);
   }
-  if (!wholeOp_) handOver(true);  // the proxies move frames while this rank computes
   *slot = c->fifo.slot(c->step);
   return ncclSuccess;
 }

@@ -44,19 +44,35 @@ class Steps {
   ncclResult_t fail(Connection* c, ncclResult_t err, const char* why);
 
  private:
-  // The connections this op waits on (and, when wholeOp_, posts to). A wait
-  // drives them all (Connection::driving): it moves their frames, and their
-  // proxies stand aside; it hands them over, waking the proxies, when it goes
-  // to sleep and when it ends.
-  // wholeOp_: a thread bound to one core keeps driving from its first post or
-  // wait to the op's end (waking a proxy then only for frames still to send),
-  // since a proxy on its core could only take turns with it; elsewhere the
+  // A wait drives (Connection::driving) the connection it waits on while it
+  // spins: it moves the frames, and the proxy stands aside; it hands over
+  // when it goes to sleep (waking the proxy) and when it ends. Elsewhere the
   // proxies move frames while the rank computes.
+  // wholeOp_ (a thread bound to one core, where a proxy could only take
+  // turns with it): every connection the op posts to or waits on is driven
+  // from the first post or wait to the op's end, and every wait moves them
+  // all; it hands them over when it sleeps, and at the end (waking a proxy
+  // then only for frames still to send).
   static constexpr int kMaxDriven = 16;  // a tree rank touches up to 10
   bool drive(Connection* c);  // false: the list is full, c stays with its proxy
   void awake();
   void handOver(bool sleeping);
   void progressAll();
+  void spin(Connection* c, bool listed, bool* on);   // one spin of a wait on c
+  void rest(Connection* c, bool* on, bool sleeping);  // the wait sleeps, or ends
+  // One wait's driving, ended on every way out of the wait.
+  struct Wait {
+    Wait(Steps* s, Connection* c) : steps(s), conn(c), listed(s->wholeOp_ && s->drive(c)) {}
+    ~Wait() { steps->rest(conn, &on, false); }
+    Wait(const Wait&) = delete;
+    Wait& operator=(const Wait&) = delete;
+    void spin() { steps->spin(conn, listed, &on); }
+    void sleep() { steps->rest(conn, &on, true); }
+    Steps* steps;
+    Connection* conn;
+    bool listed;
+    bool on = false;
+  };
 
   ncclComm* comm_;
   const char* op_;

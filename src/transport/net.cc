@@ -30,9 +30,9 @@ namespace {
 constexpr uint32_t kAbortFrame = 0xffffffffu;
 // A sleeping proxy looks at the abort flags this often (a stop wakes it at once).
 constexpr int kIdleCheckMs = 20;
-// A proxy that left the socket to a rank thread looks at the stop flags this
-// often (hand-overs, failures, aborts and stops wake it at once).
-constexpr int kDrivenNapMs = 10;
+// A proxy that left the socket to a rank thread looks again this often
+// (hand-overs, failures, aborts and stops wake it at once).
+constexpr int kDrivenNapMs = 1;
 
 class NetConnection : public Connection {
  public:
@@ -87,11 +87,11 @@ class NetConnection : public Connection {
       wakeProxy();
     }
   }
-  // While a rank thread drives (an operation that posts to or waits on this
-  // FIFO, coll/steps.h), the proxy leaves the socket to it: on the rank's
-  // core it would only take turns with it. The rank wakes it when it hands
-  // over: going to sleep, ending a wait (a rank not bound to one core), or
-  // ending its operation with frames still to send.
+  // While a rank thread drives (a wait on this FIFO, or for a rank bound to
+  // one core its whole operation, coll/steps.h), the proxy leaves the socket
+  // to it: it would only take the frames, or the core, from it. The rank
+  // wakes it when it goes to sleep, or stops driving with frames still to
+  // send; else the proxy looks again within kDrivenNapMs.
   void driving(bool on, bool handOver) override {
     if (on) {
       driven_.fetch_add(1, std::memory_order_seq_cst);
