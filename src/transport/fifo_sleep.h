@@ -16,10 +16,15 @@ namespace accl {
 
 void fifoWake(std::atomic<uint64_t>* counter);
 
+// Wakes the threads asleep on `counter` (registered in `sleepers`), if any.
+inline void fifoWakeSleepers(std::atomic<uint64_t>* counter, std::atomic<uint32_t>* sleepers) {
+  if (sleepers->load(std::memory_order_seq_cst) != 0) fifoWake(counter);
+}
+
 // Stores `value` in `counter`, then wakes the threads asleep on it.
 inline void fifoAdvance(std::atomic<uint64_t>* counter, std::atomic<uint32_t>* sleepers, uint64_t value) {
   counter->store(value, std::memory_order_seq_cst);
-  if (sleepers->load(std::memory_order_seq_cst) != 0) fifoWake(counter);
+  fifoWakeSleepers(counter, sleepers);
 }
 
 // Sleeps until counters[i] differs from seen[i] for some i < n, a wake, or

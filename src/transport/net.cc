@@ -98,14 +98,14 @@ class NetConnection : public Connection {
       return;
     }
     driven_.fetch_sub(1, std::memory_order_seq_cst);
-    if (isSend && unsent()) wakeSendProxy();  // frames left: whether the driver sleeps or is done
-    else if (handOver && drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);
+    if (isSend && unsent()) wakeProxy();  // frames left: whether the driver sleeps or is done
+    else if (handOver) fifoWakeSleepers(&driven_, &drivenSleepers_);
   }
   // The rank's own frames leave from its thread; what the socket would not
   // take waits for the driver's next wait or, with no driver, for the proxy.
   void posted(uint64_t tail) override {
     fifo.ctrl->tail.store(tail, std::memory_order_seq_cst);
-    if (unsent() && driven_.load(std::memory_order_seq_cst) == 0) wakeSendProxy();
+    if (unsent() && driven_.load(std::memory_order_seq_cst) == 0) wakeProxy();
   }
 
  private:
@@ -115,8 +115,9 @@ class NetConnection : public Connection {
 
   // Wherever the proxy sleeps: on its FIFO's counter, or napping on a driver.
   void wakeProxy() {
-    fifoWake(isSend ? &fifo.ctrl->tail : &fifo.ctrl->head);
-    if (drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);
+    if (isSend) fifoWakeSleepers(&fifo.ctrl->tail, &fifo.ctrl->tailSleepers);
+    else fifoWakeSleepers(&fifo.ctrl->head, &fifo.ctrl->headSleepers);
+    fifoWakeSleepers(&driven_, &drivenSleepers_);
   }
 
   // Send side: moves what the socket takes now; whether posted frames are left
@@ -126,10 +127,6 @@ class NetConnection : public Connection {
     const bool left = moveSend() == Moved::Failed || fifo.ctrl->tail.load(std::memory_order_relaxed) > sent_;
     mu_.unlock();
     return left;
-  }
-  void wakeSendProxy() {
-    if (fifo.ctrl->tailSleepers.load(std::memory_order_seq_cst) != 0) fifoWake(&fifo.ctrl->tail);
-    if (drivenSleepers_.load(std::memory_order_seq_cst) != 0) fifoWake(&driven_);  // it may nap on a driver
   }
 
   bool stopping() const {
