@@ -45,6 +45,22 @@ constexpr int kMaxChannels = 64;  // per connector, set or automatic (ACCL_NCHAN
 constexpr size_t kP2pBytesPerChannel = 512 << 10;
 constexpr size_t kDirectBytesPerBlock = 64 << 10;
 
+int pow2Floor(int x) {  // the largest power of two not above x (1 for x < 2)
+  int p = 1;
+  while (p <= x / 2) p *= 2;
+  return p;
+}
+
+// Whether sends and receives with `peer` may copy between the two ranks'
+// buffers: it is a rank of this process on this GPU, so its addresses are
+// valid in this rank's kernels (ACCL_P2P_DIRECT=0: never).
+bool p2pDirectPeer(const ncclComm* comm, int peer) {
+  const PeerInfo& me = comm->peers[comm->rank];
+  const PeerInfo& p = comm->peers[peer];
+  return peer != comm->rank && p.pid == me.pid && p.hostHash == me.hostHash && p.devKey == me.devKey &&
+         paramInt(Param::P2pDirect) != 0;
+}
+
 uint64_t fnv(const void* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
@@ -190,8 +206,11 @@ ncclResult_t devSetup(ncclComm* comm) {
   // now, not at the first call, where loading it waits for the kernels then
   // running (the call would not return before the GPU reached it).
   if (comm->nhosts > 1) CUDACHECK(devLoadStageKernel(), "loading the staged path's kernel", comm);
-  INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv", comm->name.c_str(), comm->rank,
-       comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels);
+  int local = 0;
+  for (int peer = 0; peer < comm->nranks; ++peer) local += p2pDirectPeer(comm, peer);
+  INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv; sends and receives larger than "
+       "their channels' slots copy directly with %d rank(s) of this process on this device", comm->name.c_str(),
+       comm->rank, comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels, local);
   return ncclSuccess;
 }
 
@@ -455,9 +474,24 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   std::vector<Connection*> sends, recvs;
   NCCLCHECK(getConnections(comm, sendPeers, recvPeers, kTagDevP2p, &sends, &recvs));
 
+  // A send or receive larger than its channels' slots hold copies between the
+  // buffers where the peer allows it (p2pDirectPeer): every byte read and
+  // written once, not through the slots. Smaller ones keep the slots, so that
+  // a send that fits still completes before its receiver runs (the two ends
+  // decide alike from the same size; a size that differs fails the receive,
+  // as on the slots).
+  auto direct = [&](int peer, size_t bytes, int nch) {
+    return p2pDirectPeer(comm, peer) && bytes > static_cast<size_t>(nch) * kSlots * comm->slotBytes;
+  };
+  // A direct send or receive has its own slices: a power of two of them, up
+  // to the connector's channels, that both ends agree on from the size alone;
+  // each end runs them on as many blocks as its group leaves it (below).
+  auto directChans = [&](size_t bytes) {
+    return pow2Floor(static_cast<int>(std::min<size_t>(d.nChannels, (bytes + kP2pBytesPerChannel - 1) /
+                                                                        kP2pBytesPerChannel)));
+  };
   DevP2pWork w{};
   w.ctx = ctxOf(comm);
-  w.chansPerEntry = d.p2pChannels;
   w.nChannelsConn = d.nChannels;
   std::map<std::pair<int, int>, int> entryOf;  // (peer, isSend) -> entry
   auto chans = [&](size_t bytes) {
@@ -501,6 +535,8 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     op.peer = a.root;
     op.isSend = send;
     op.nChannels = chans(op.bytes);
+    op.direct = direct(a.root, op.bytes, op.nChannels);
+    if (op.direct) op.nChannels = directChans(op.bytes);
     const auto& peers = send ? sendPeers : recvPeers;
     Connection* c = (send ? sends : recvs)[std::find(peers.begin(), peers.end(), a.root) - peers.begin()];
     op.ch = ipcChannels(c);
@@ -511,6 +547,13 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     NCCLCHECK(add(op));
   }
   if (w.nOps == 0) return ncclSuccess;
+  // Blocks per entry: the rank's channels shared among the group's entries
+  // (a power of two, so that direct slices divide evenly), at least the share
+  // a send or receive on the slots takes, and no more than its largest
+  // operation uses.
+  int most = 1;
+  for (int i = 0; i < w.nOps; ++i) most = std::max(most, w.ops[i].nChannels);
+  w.chansPerEntry = std::min(most, std::max(d.p2pChannels, pow2Floor(d.nChannels / w.nEntries)));
   return ordered(comm, s, opName, [&] { return devLaunchP2p(w, s); });
 }
 

@@ -262,7 +262,7 @@ struct Block {
     __syncthreads();
     return !*fail;
   }
-  __device__ bool waitRecv(Conn& c, uint32_t bytes) {
+  __device__ bool waitRecv(Conn& c, uint32_t bytes, uint64_t expectReport = 0) {
     if (threadIdx.x == 0 && !*fail) {
       DevCounters* cnt = c.ch->cnt;
       bool ok = spin(c, false, [&] {
@@ -274,7 +274,12 @@ struct Block {
         fenceFor(c.ch);
         uint32_t got = cnt->bytes[c.step % kSlots];
         if (got != bytes) {
-          failKernel(*ctx, abortA, abortB, abortN, kDevSizeMismatch, c.peer, 0, ctx->rank, bytes, got);
+          // A direct send's slot holds its slice's size; a direct receive
+          // names its own slice's.
+          const uint64_t sent = got == kDevP2pDirectMark
+                                    ? reinterpret_cast<const volatile DevP2pDirect*>(slot(c))->bytes : got;
+          failKernel(*ctx, abortA, abortB, abortN, kDevSizeMismatch, c.peer, 0, ctx->rank,
+                     expectReport ? expectReport : bytes, sent);
           ok = false;
         }
       }

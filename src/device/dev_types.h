@@ -190,6 +190,26 @@ struct DevP2pOp {
   int32_t isSend;
   int32_t nChannels;  // slices of this operation
   int32_t entry;      // ops of one entry are contiguous and in order
+  int32_t direct;     // copied between the buffers, not through slots (DevP2pDirect)
+  int32_t pad;
+};
+// A direct send (ranks of one process on one GPU, larger than the channel's
+// slots hold): the slot carries addresses, not bytes. The sender posts its
+// slice's address (tail moves, its size word kDevP2pDirectMark); the receiver
+// answers with its own (replySeq), and each copies half of the slice from the
+// sender's buffer into the receiver's; the sender says when its half is
+// written (doneSeq), and the receiver releases the slot (head) when both
+// halves are: then the sender's buffer is no longer read. Sequence numbers
+// are the tail value of the post, so a stale slot never matches.
+constexpr uint32_t kDevP2pDirectMark = 0xffffffffu;
+struct DevP2pDirect {
+  const char* src;
+  uint64_t bytes;
+  char pad0[112];
+  char* dst;  // receiver
+  uint64_t replySeq;
+  char pad1[112];
+  uint64_t doneSeq;  // sender
 };
 struct DevP2pWork {
   DevCtx ctx;

@@ -117,6 +117,80 @@ def test_mem_alloc_is_device_memory_and_registers():
     check(lib.ncclMemFree(p), "ncclMemFree")
 
 
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_large_sends_copy_between_buffers(nranks):
+    # Larger than their channels' slots hold (16 MiB at 2 ranks, 7 at 3):
+    # both ends copy half, from the sender's buffer into the receiver's. A ring
+    # of sends (sources at odd addresses, counts that leave tails) and an
+    # alltoall whose blocks start at odd offsets; CuPy's slices are the reference.
+    comms = init_all(nranks)
+    s = streams(nranks)
+    rng = np.random.default_rng(nranks)
+    for count, skew in (((40 << 20) + 3, 1), (48 << 20, 0)):
+        src = [cp.asarray(rng.integers(0, 256, count + skew, dtype=np.uint8)) for _ in range(nranks)]
+        dst = [cp.zeros(count, cp.uint8) for _ in range(nranks)]
+        cp.cuda.Device().synchronize()
+        with Group():
+            for r in range(nranks):
+                st = ctypes.c_void_p(s[r].ptr)
+                check(lib.ncclSend(ptr(src[r][skew:]), count, 1, (r + 1) % nranks, comms[r], st), "ncclSend")
+                check(lib.ncclRecv(ptr(dst[r]), count, 1, (r - 1) % nranks, comms[r], st), "ncclRecv")
+        for r in range(nranks):
+            s[r].synchronize()
+            assert bool(cp.array_equal(dst[r], src[(r - 1) % nranks][skew:])), (count, r)
+    count = (20 << 20) + 1
+    src = [cp.asarray(rng.integers(0, 256, count * nranks, dtype=np.uint8)) for _ in range(nranks)]
+    dst = [cp.zeros(count * nranks, cp.uint8) for _ in range(nranks)]
+    cp.cuda.Device().synchronize()
+    with Group():
+        for r in range(nranks):
+            check(lib.ncclAlltoAll(ptr(src[r]), ptr(dst[r]), count, 1, comms[r], ctypes.c_void_p(s[r].ptr)), "a2a")
+    for r in range(nranks):
+        s[r].synchronize()
+        want = cp.concatenate([src[k][r * count:(r + 1) * count] for k in range(nranks)])
+        assert bool(cp.array_equal(dst[r], want)), r
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
+@pytest.mark.parametrize("sent,expected", [(40 << 20, 36 << 20), (40 << 20, 1 << 20), (1 << 20, 40 << 20)],
+                         ids=["both-direct", "direct-to-slots", "slots-to-direct"])
+def test_large_send_with_another_size_fails_cleanly(sent, expected):
+    # A send and its receive of different sizes, copied directly on either end
+    # or both: the receive fails with ncclInvalidUsage naming the sender, the
+    # send stops too (no hang), and the GPU stays usable.
+    comms = init_all(2)
+    s = streams(2)
+    buf = cp.ones(40 << 20, cp.uint8)
+    out = cp.zeros(40 << 20, cp.uint8)
+    with Group():
+        check(lib.ncclSend(ptr(buf), sent, 1, 1, comms[0], ctypes.c_void_p(s[0].ptr)), "ncclSend")
+        check(lib.ncclRecv(ptr(out), expected, 1, 0, comms[1], ctypes.c_void_p(s[1].ptr)), "ncclRecv")
+    t0 = time.monotonic()
+    for st in s:
+        st.synchronize()
+    assert time.monotonic() - t0 < 20
+    err = ctypes.c_int()
+    check(lib.ncclCommGetAsyncError(comms[1], ctypes.byref(err)), "ncclCommGetAsyncError")
+    assert err.value == 5, err.value  # ncclInvalidUsage
+    msg = lib.ncclGetLastError(None).decode()
+    assert "rank 0 sent" in msg and "were expected" in msg, msg
+    if sent > 16 << 20:  # a direct send waits for its receiver; a send that fits the slots has finished
+        check(lib.ncclCommGetAsyncError(comms[0], ctypes.byref(err)), "ncclCommGetAsyncError")
+        assert err.value != 0
+    for c in comms:
+        check(lib.ncclCommAbort(c), "ncclCommAbort")
+    comms = init_all(2)
+    xs = [cp.full(1 << 20, r + 1, dtype=cp.int32) for r in range(2)]
+    with Group():
+        for r in range(2):
+            check(lib.ncclAllReduce(ptr(xs[r]), ptr(xs[r]), 1 << 20, 2, SUM, comms[r], ctypes.c_void_p(s[r].ptr)), "ar")
+    for r in range(2):
+        s[r].synchronize()
+        assert bool((xs[r] == 3).all())
+        check(lib.ncclCommDestroy(comms[r]), "ncclCommDestroy")
+
+
 def _values(rng, dtype, op, n, count):
     # Small integers: sums and products of 4 of them are exact in every type.
     lo, hi = (1, 3) if op == PROD else (-4, 5)

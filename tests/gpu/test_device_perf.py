@@ -22,6 +22,7 @@ def run(drivers, name, *args, timeout=180, **extra_env):
     assert p.returncode == 0, p.stdout + p.stderr
     t = Table(p.stdout)
     t.assert_clean()
+    t.log = p.stderr
     return t
 
 
@@ -68,6 +69,22 @@ def test_direct_large(drivers, name):
         run(drivers, name, "-b", "50000004", "-e", "100000008", "-f", "2", "-n", "2", "-w", "1", "-c", "1", "-g", ranks,
             "-d", "float")
     run(drivers, name, "-b", "96M", "-e", "96M", "-n", "3", "-w", "1", "-c", "1", "-g", "2", "-G", "3", "-d", "int8")
+
+
+@pytest.mark.parametrize("direct", ["1", "0"], ids=["direct", "slots"])
+@pytest.mark.parametrize("name", ["sendrecv", "alltoall", "gather", "scatter"])
+def test_large_point_to_point(drivers, name, direct):
+    # Sends and receives larger than their channels' slots hold (16 MiB per
+    # peer at 2 ranks, 7 at 3) copy between the buffers of ranks of one
+    # process; ACCL_P2P_DIRECT=0 keeps them on the slots. Sizes from below to
+    # above that, then replays of a captured graph; the INIT line says which.
+    env = dict(ACCL_P2P_DIRECT=direct, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT")
+    for ranks in (["-g", "2"], ["-g", "3"], ["-t", "2"]):
+        t = run(drivers, name, "-b", "6M", "-e", "96M", "-f", "4", "-n", "2", "-w", "1", "-c", "1", *ranks, **env)
+        peers = int(ranks[-1]) - 1 if direct == "1" else 0
+        assert f"copy directly with {peers} rank(s) of this process" in t.log, t.log[-3000:]
+    run(drivers, name, "-b", "50000000", "-e", "50000000", "-n", "3", "-w", "1", "-c", "1", "-g", "2", "-G", "3",
+        "-d", "int8", ACCL_P2P_DIRECT=direct)
 
 
 def test_cuda_graphs(drivers):
