@@ -24,6 +24,7 @@
 #include <map>
 
 #include "coll/dev_state.h"
+#include "coll/host_direct.h"
 #include "coll/rma.h"
 #include "coll/rma_dev.h"
 #include "device/dev_launch.h"
@@ -52,12 +53,13 @@ int pow2Floor(int x) {  // the largest power of two not above x (1 for x < 2)
 }
 
 // Whether sends and receives with `peer` may copy between the two ranks'
-// buffers: it is a rank of this process on this GPU, so its addresses are
+// buffers: it is a rank of this very process (its key, not only its pid,
+// which repeats across pid namespaces) on this GPU, so its addresses are
 // valid in this rank's kernels (ACCL_P2P_DIRECT=0: never).
 bool p2pDirectPeer(const ncclComm* comm, int peer) {
   const PeerInfo& me = comm->peers[comm->rank];
   const PeerInfo& p = comm->peers[peer];
-  return peer != comm->rank && p.pid == me.pid && p.hostHash == me.hostHash && p.devKey == me.devKey &&
+  return peer != comm->rank && sameProcess(comm, peer) && p.hostHash == me.hostHash && p.devKey == me.devKey &&
          paramInt(Param::P2pDirect) != 0;
 }
 
@@ -478,8 +480,8 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   // buffers where the peer allows it (p2pDirectPeer): every byte read and
   // written once, not through the slots. Smaller ones keep the slots, so that
   // a send that fits still completes before its receiver runs (the two ends
-  // decide alike from the same size; a size that differs fails the receive,
-  // as on the slots).
+  // decide alike from the same size; docs/design.md, "Direct sends", says
+  // which sizes that differ are caught).
   auto direct = [&](int peer, size_t bytes, int nch) {
     return p2pDirectPeer(comm, peer) && bytes > static_cast<size_t>(nch) * kSlots * comm->slotBytes;
   };
@@ -548,9 +550,10 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   }
   if (w.nOps == 0) return ncclSuccess;
   // Blocks per entry: the rank's channels shared among the group's entries
-  // (a power of two, so that direct slices divide evenly), at least the share
-  // a send or receive on the slots takes, and no more than its largest
-  // operation uses.
+  // (rounded down to a power of two, so that direct slices divide evenly),
+  // at least the share a send or receive on the slots takes, and no more
+  // than the group's largest operation uses (so not always a power of two:
+  // then only the balance between blocks suffers).
   int most = 1;
   for (int i = 0; i < w.nOps; ++i) most = std::max(most, w.ops[i].nChannels);
   w.chansPerEntry = std::min(most, std::max(d.p2pChannels, pow2Floor(d.nChannels / w.nEntries)));

@@ -131,6 +131,7 @@ __device__ void p2pChannel(const DevP2pWork& w, const DevP2pOp& op, int c, int* 
   }
   __syncthreads();
   if (!*fail) closeConn(conn);
+  __syncthreads();  // the next operation on this channel (openConn) reads the step thread 0 stored
 }
 
 // A group's sends and receives: the blocks of an entry run the channels of

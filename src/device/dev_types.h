@@ -178,8 +178,9 @@ ACCL_HOST_DEVICE inline bool directSharesRecv(DevColl c, int k, int root) {
 }
 
 // Point-to-point: a group's sends and receives of one communicator. Operations
-// with the same peer and direction form an entry and run in order; block
-// (entry, channel) moves that channel's slice of each operation.
+// with the same peer and direction form an entry and run in order; the
+// entry's chansPerEntry blocks move their slices (channels) of each operation,
+// block k channels k, k + chansPerEntry, ...
 constexpr int kDevMaxP2pOps = 48;
 struct DevP2pOp {
   char* buf;          // send: source; recv: destination
@@ -189,7 +190,7 @@ struct DevP2pOp {
   int32_t peer;
   int32_t isSend;
   int32_t nChannels;  // slices of this operation
-  int32_t entry;      // ops of one entry are contiguous and in order
+  int32_t entry;      // ops of one entry run in the order they are listed
   int32_t direct;     // copied between the buffers, not through slots (DevP2pDirect)
   int32_t pad;
 };

@@ -119,7 +119,8 @@ def test_mem_alloc_is_device_memory_and_registers():
 
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_large_sends_copy_between_buffers(nranks):
-    # Larger than their channels' slots hold (16 MiB at 2 ranks, 7 at 3):
+    # Larger than their channels' slots hold (16 MiB at 2 ranks, 7 at 3, with
+    # the default NCCL_BUFFSIZE on an H200's 132 multiprocessors):
     # both ends copy half, from the sender's buffer into the receiver's. A ring
     # of sends (sources at odd addresses, counts that leave tails) and an
     # alltoall whose blocks start at odd offsets; CuPy's slices are the reference.

@@ -75,16 +75,18 @@ def test_direct_large(drivers, name):
 @pytest.mark.parametrize("name", ["sendrecv", "alltoall", "gather", "scatter"])
 def test_large_point_to_point(drivers, name, direct):
     # Sends and receives larger than their channels' slots hold (16 MiB per
-    # peer at 2 ranks, 7 at 3) copy between the buffers of ranks of one
-    # process; ACCL_P2P_DIRECT=0 keeps them on the slots. Sizes from below to
-    # above that, then replays of a captured graph; the INIT line says which.
-    env = dict(ACCL_P2P_DIRECT=direct, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT")
+    # peer at 2 ranks, 7 at 3, on an H200 with the default NCCL_BUFFSIZE)
+    # copy between the buffers of ranks of one process on one GPU;
+    # ACCL_P2P_DIRECT=0 keeps them on the slots. Sizes from below to above
+    # that, then replays of a captured graph; the INIT line says how many
+    # peers may copy directly (every rank on GPU 0).
+    env = dict(ACCL_P2P_DIRECT=direct, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", CUDA_VISIBLE_DEVICES="0")
     for ranks in (["-g", "2"], ["-g", "3"], ["-t", "2"]):
         t = run(drivers, name, "-b", "6M", "-e", "96M", "-f", "4", "-n", "2", "-w", "1", "-c", "1", *ranks, **env)
         peers = int(ranks[-1]) - 1 if direct == "1" else 0
         assert f"copy directly with {peers} rank(s) of this process" in t.log, t.log[-3000:]
     run(drivers, name, "-b", "50000000", "-e", "50000000", "-n", "3", "-w", "1", "-c", "1", "-g", "2", "-G", "3",
-        "-d", "int8", ACCL_P2P_DIRECT=direct)
+        "-d", "int8", ACCL_P2P_DIRECT=direct, CUDA_VISIBLE_DEVICES="0")
 
 
 def test_cuda_graphs(drivers):
