@@ -209,7 +209,11 @@ ncclResult_t devSetup(ncclComm* comm) {
   // running (the call would not return before the GPU reached it).
   if (comm->nhosts > 1) CUDACHECK(devLoadStageKernel(), "loading the staged path's kernel", comm);
   int local = 0;
-  for (int peer = 0; peer < comm->nranks; ++peer) local += p2pDirectPeer(comm, peer);
+  comm->dev->p2pDirect.resize(comm->nranks);
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    comm->dev->p2pDirect[peer] = p2pDirectPeer(comm, peer);
+    local += comm->dev->p2pDirect[peer];
+  }
   INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv; sends and receives larger than "
        "their channels' slots copy directly with %d rank(s) of this process on this device", comm->name.c_str(),
        comm->rank, comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels, local);
@@ -477,13 +481,13 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   NCCLCHECK(getConnections(comm, sendPeers, recvPeers, kTagDevP2p, &sends, &recvs));
 
   // A send or receive larger than its channels' slots hold copies between the
-  // buffers where the peer allows it (p2pDirectPeer): every byte read and
-  // written once, not through the slots. Smaller ones keep the slots, so that
-  // a send that fits still completes before its receiver runs (the two ends
-  // decide alike from the same size; docs/design.md, "Direct sends", says
-  // which sizes that differ are caught).
+  // buffers where the peer allows it (d.p2pDirect, from p2pDirectPeer at
+  // setup): every byte read and written once, not through the slots. Smaller
+  // ones keep the slots, so that a send that fits still completes before its
+  // receiver runs (the two ends decide alike from the same size;
+  // docs/design.md, "Direct sends", says which sizes that differ are caught).
   auto direct = [&](int peer, size_t bytes, int nch) {
-    return p2pDirectPeer(comm, peer) && bytes > static_cast<size_t>(nch) * kSlots * comm->slotBytes;
+    return d.p2pDirect[peer] && bytes > static_cast<size_t>(nch) * kSlots * comm->slotBytes;
   };
   // A direct send or receive has its own slices: a power of two of them, up
   // to the connector's channels, that both ends agree on from the size alone;

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <vector>
 
 #include "core/check.h"
 #include "coll/dev_share.h"
@@ -24,6 +25,9 @@ struct StagerDeleter {
 struct DevState {
   int nChannels = 1;    // per connector, agreed by all ranks
   int p2pChannels = 1;  // most channels of one send or receive
+  // By peer: a rank of this process on this GPU, so large sends and receives
+  // with it copy between the two buffers (coll/dev_coll.cc, devRunP2p).
+  std::vector<bool> p2pDirect;
   int smCount = 1;
   DevStatus* status = nullptr;  // host-mapped
   DevStatus* statusDev = nullptr;
