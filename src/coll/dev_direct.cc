@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "coll/dev_state.h"
+#include "coll/host_direct.h"
 #include "coll/tuner.h"
 
 namespace accl {
@@ -32,10 +33,14 @@ std::map<uint64_t, Table>& tables() {
   return *t;
 }
 
+// One process: by pid and process key (sameProcess), since pids repeat
+// across pid namespaces.
 bool onOneGpu(const ncclComm* comm, bool oneProcess) {
   const PeerInfo& me = comm->peers[comm->rank];
-  for (const PeerInfo& p : comm->peers)
-    if ((oneProcess && p.pid != me.pid) || p.hostHash != me.hostHash || p.devKey != me.devKey) return false;
+  for (int k = 0; k < comm->nranks; ++k) {
+    const PeerInfo& p = comm->peers[k];
+    if ((oneProcess && !sameProcess(comm, k)) || p.hostHash != me.hostHash || p.devKey != me.devKey) return false;
+  }
   return true;
 }
 
