@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from . import launcher, peers, rendezvous
+from .peer_gloo import ENV_GLOO_PORT
 
 ENV_COMPARE = "ACCL_PERF_COMPARE"  # JSON: {peer: {"available", "reason", "version", "rows"}}
 
@@ -79,7 +80,7 @@ def _run_mpi(argv: list[str], nranks: int, env: dict, timeout: float) -> str | N
 
 
 def _run_gloo(argv: list[str], nranks: int, env: dict, timeout: float) -> str | None:
-    env[peers.ENV_GLOO_PORT] = str(_free_port())
+    env[ENV_GLOO_PORT] = str(_free_port())
     rc = launcher.launch(argv, nranks, timeout, env=env, share_uid=False)
     return None if rc == 0 else f"its ranks failed (exit code {rc})"
 

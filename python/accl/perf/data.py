@@ -3,7 +3,10 @@
 Every rank fills its input from (rank, index) with small integers, so sums,
 products, maxima and minima are exact in every datatype (integer types wrap
 the same way in NumPy as in C). Only avg on floating types is compared with a
-tolerance, because a library may scale before or after summing.
+tolerance, because a library may scale before or after summing. Collectives
+that only move data (op "none") get values that differ between any two of
+up to 31 ranks at every index, so a block from the wrong rank shows. `rank`
+may be an array (one rank per element, for gathered results).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ def numpy_dtype(name: str) -> np.dtype:
 def _pattern(rank: int, index: np.ndarray, op: str) -> np.ndarray:
     if op == "prod":  # factors in {1, 2}: products stay small powers of two
         return np.where((index + rank) % 3 == 0, 2, 1)
+    if op == "none":  # never 0, so an element left unwritten (0) shows
+        return (index * 7 + rank * 13) % 31 + 1
     if op in ("max", "min"):
         return (index * 7 + rank * 13) % 31
     return (index + 3 * rank) % 8 + 1  # sum, avg

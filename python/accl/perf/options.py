@@ -87,6 +87,7 @@ class Options:
     progress: bool = False  # a line per size to stderr (else only sizes taking > 2 s)
     bind_to: str = "core"  # "core": rank r on the r-th allowed CPU (binding.py); "none"
     local_register: int = 0  # nccl-tests' -R: 1 ncclCommRegister, 2 ncclMemAlloc + symmetric windows
+    root: int = 0  # -r: the root of broadcast, reduce, gather and scatter
 
     def sizes(self) -> list[int]:
         """The byte sizes of the sweep, minbytes to maxbytes inclusive."""
@@ -127,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ACCL's buffers: 0 plain (default), 1 registered with ncclCommRegister, "
                         "2 from ncclMemAlloc in windows registered with NCCL_WIN_COLL_SYMMETRIC "
                         "(the direct collectives, on one host)")
+    p.add_argument("-r", "--root", type=int, default=0,
+                   help="root rank of broadcast, reduce, gather and scatter (0)")
     p.add_argument("--compare", type=_peers, default=[], metavar="mpi,gloo",
                    help="also time the same sizes with OpenMPI (mpi4py under mpirun) and/or "
                         "Gloo (torch.distributed); adds 'mpi time', 'x mpi', ... columns")
@@ -151,6 +154,8 @@ def parse(argv: list[str]) -> Options:
         p.error("-np must be at least 1")
     if a.iters < 1 or a.warmup_iters < 0:
         p.error("-n must be >= 1 and -w >= 0")
+    if a.root < 0:
+        p.error("-r must be a rank (>= 0)")
     if a.minbytes > a.maxbytes:
         p.error("-b (minbytes) is larger than -e (maxbytes)")
     if a.stepfactor is not None and a.stepfactor < 1:
@@ -163,4 +168,4 @@ def parse(argv: list[str]) -> Options:
     ops = OPS if a.op == "all" else [a.op]
     return Options(a.collective, a.nranks, a.minbytes, a.maxbytes, stepbytes, factor, a.iters,
                    a.warmup_iters, a.check, types, ops, a.average, a.timeout, a.compare,
-                   a.plot, a.csv, a.json, a.progress, a.bind_to, a.local_register)
+                   a.plot, a.csv, a.json, a.progress, a.bind_to, a.local_register, a.root)

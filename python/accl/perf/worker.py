@@ -17,8 +17,8 @@ import numpy as np
 import accl
 from accl import _accl
 
-from . import binding, compare, data, devices, output, peers, rendezvous, table, watchdog
-from .collectives import COLLECTIVES, Collective
+from . import binding, collectives, compare, data, devices, output, peers, rendezvous, table, watchdog
+from .collectives import COLLECTIVES, Collective, Counts
 from .options import DATATYPES, Options
 
 _TIME_OP = {0: "sum", 1: "sum", 2: "min", 3: "max"}
@@ -42,10 +42,10 @@ def _sum_int(comm, value: int) -> int:
     return int(v[0])
 
 
-def _bench(comm, coll: Collective, send, recv, op: str, opts: Options) -> float:
+def _bench(comm, coll: Collective, send, recv, op: str, root: int, opts: Options) -> float:
     """Seconds per call: -w warm-up calls, a barrier, then -n timed calls (as
     nccl-tests, and as peers.py times the --compare libraries)."""
-    call = coll.prepare(comm, send, recv, op)
+    call = coll.prepare(comm, send, recv, op, root)
     for _ in range(opts.warmup_iters):
         call()
     _barrier(comm)
@@ -56,23 +56,30 @@ def _bench(comm, coll: Collective, send, recv, op: str, opts: Options) -> float:
     return _combine_time(comm, elapsed, opts.average)
 
 
-def _check(comm, coll: Collective, send, recv, index, want, dtype, op: str) -> int:
-    """Run once on fresh inputs and count wrong elements over all ranks."""
-    send[...] = data.fill(comm.rank, index, dtype, op)
+def _fill(coll: Collective, rank: int, c: Counts, send, recv, dtype, op: str) -> None:
+    """Fresh inputs; the receive buffer zeroed first (in place, the input
+    then overwrites its own block)."""
     if recv is not send:
         recv[...] = 0
-    coll.run(comm, send, recv, op)
-    return _sum_int(comm, data.count_wrong(recv, want, op))
+    send[...] = coll.input(rank, c, dtype, op)
 
 
-def _unsupported(comm, coll: Collective, dtype, op: str) -> str | None:
+def _check(comm, coll: Collective, c: Counts, send, recv, dtype, op: str, root: int) -> int:
+    """Run once on fresh inputs and count wrong elements over all ranks."""
+    _fill(coll, comm.rank, c, send, recv, dtype, op)
+    coll.run(comm, send, recv, op, root)
+    want = coll.want(comm.rank, comm.size, root, c, dtype, op)
+    return _sum_int(comm, 0 if want is None else data.count_wrong(recv, want, op))
+
+
+def _unsupported(comm, coll: Collective, dtype, op: str, root: int) -> str | None:
     """The library's reason if it refuses (dtype, op), else None.
 
     Argument checks fail the same way on every rank, so all ranks agree.
     """
-    probe = np.zeros(1, dtype=dtype)
+    send, recv = collectives.buffers(coll.counts(comm.size, comm.size), comm.rank, dtype, False)
     try:
-        coll.run(comm, probe, probe, op)
+        coll.run(comm, send, recv, op, root)
     except (accl.InvalidUsageError, accl.InvalidArgumentError) as e:
         return e.last_warning or str(e)
     return None
@@ -84,28 +91,21 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
 
     Returns (row text, wrong counts, busbws, the row as a dict for --csv/--json).
     """
-    count = size // dtype.itemsize
-    nbytes = count * dtype.itemsize
-    index = np.arange(count, dtype=np.int64)
-    want = data.expected(comm.size, index, dtype, op) if opts.check else None
-    if arena is None:
-        send, recv = np.empty(count, dtype), np.zeros(count, dtype)
-    else:  # views at the start of the registered buffers, as nccl-tests uses its largest size's buffers
-        send, recv = arena[0][:nbytes].view(dtype), arena[1][:nbytes].view(dtype)
-        recv[...] = 0
-    send[...] = data.fill(comm.rank, index, dtype, op)
-    row = table.row_start(nbytes, count, typename, op, coll.root)
-    record = {"collective": coll.name, "nranks": comm.size, "size": nbytes, "count": count,
-              "type": typename, "redop": op, "root": coll.root}
+    n, root = comm.size, opts.root if coll.rooted else -1
+    c = coll.counts(size // dtype.itemsize, n)
+    nbytes = max(c.send, c.recv) * dtype.itemsize
+    row = table.row_start(nbytes, c.param, typename, op, root)
+    record = {"collective": coll.name, "nranks": n, "size": nbytes, "count": c.param,
+              "type": typename, "redop": op, "root": root}
     wrongs, busbws, times = [], [], []
     for in_place in (False, True):
-        if in_place:
-            send[...] = data.fill(comm.rank, index, dtype, op)
-        dst = send if in_place else recv
-        seconds = _bench(comm, coll, send, dst, op, opts)
-        algbw = nbytes / 1e9 / seconds if seconds > 0 else 0.0
-        busbw = algbw * coll.bus_factor(comm.size)
-        wrong = _check(comm, coll, send, dst, index, want, dtype, op) if opts.check else None
+        send, recv = collectives.buffers(c, comm.rank, dtype, in_place, arena)
+        _fill(coll, comm.rank, c, send, recv, dtype, op)
+        seconds = _bench(comm, coll, send, recv, op, root, opts)
+        algbw = coll.algbw(c, dtype.itemsize, n, seconds)
+        busbw = algbw * coll.bus_factor(n)
+        checked = opts.check and (coll.check_in_place or not in_place)
+        wrong = _check(comm, coll, c, send, recv, dtype, op, root) if checked else None
         row += table.row_part(seconds * 1e6, algbw, busbw, wrong)
         pre = "ip_" if in_place else ""
         record.update({f"{pre}time_us": seconds * 1e6, f"{pre}algbw": algbw,
@@ -116,14 +116,13 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
     for name in opts.compare:
         peer = peer_rows.get((name, typename, op, nbytes))
         peer_us = peer["time_us"] if peer else None
-        ratio = None
+        ratio = peer_busbw = None
         if peer_us is not None:
             ours = times[1] if peer_rows.get(("in_place", name)) else times[0]
             ratio = peer_us / ours if ours > 0 else None
-            peer_busbw = (nbytes / 1e3 / peer_us * coll.bus_factor(comm.size)
-                          if peer_us > 0 else 0.0)
+            peer_busbw = coll.algbw(c, dtype.itemsize, n, peer_us / 1e6) * coll.bus_factor(n)
         record[f"{name}_time_us"] = peer_us
-        record[f"{name}_busbw"] = peer_busbw if peer_us is not None else None
+        record[f"{name}_busbw"] = peer_busbw
         record[f"x_{name}"] = ratio
         if peer and peer.get("wrong"):
             record[f"{name}_wrong"] = peer["wrong"]
@@ -166,7 +165,7 @@ def _sweep_types(comm, coll: Collective, opts: Options, out, peer_rows: dict, op
     for typename in opts.datatypes:
         dtype = data.numpy_dtype(DATATYPES[typename])
         for op in ops:
-            reason = _unsupported(comm, coll, dtype, op)
+            reason = _unsupported(comm, coll, dtype, op, opts.root)
             if reason is not None:
                 if len(opts.datatypes) == 1 and len(ops) == 1:
                     message = f"accl.perf: {typename} {op}: {reason}"
@@ -206,6 +205,9 @@ def run(opts: Options, me: rendezvous.Identity) -> int:
                 if comm.rank == 0:
                     print(line, flush=True)
 
+            if coll.rooted and not 0 <= opts.root < comm.size:
+                message = f"accl.perf: -r {opts.root}: the root must be a rank, 0 to {comm.size - 1}"
+                raise SystemExit(message if comm.rank == 0 else 2)
             _, reason = accl.query_mode()
             ranks = devices.gather(comm, reason)
             header_code = _accl.c_constants().get("NCCL_VERSION_CODE", 0)
