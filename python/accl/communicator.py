@@ -329,6 +329,17 @@ class Communicator:
         elif state == _IN_PROGRESS:
             self._wait(_CALL[kind])
 
+    def _fast(self, kind: int, send: Any, recv: Any, op: Any = None, root: Any = 0) -> int:
+        """The common call of a method, checked and run in C++ (_accl.coll_fast,
+        python/src/coll_py.cpp): the call's state, or -1 where nothing was
+        called and the method's own checks must run (they give its errors)."""
+        if self._pending:
+            return -1
+        state = _accl.coll_fast(kind, self._comm, send, recv, op, root)
+        if state > 0 or (state == 0 and _group.open_count):
+            self._done(kind, state, send, recv)
+        return state
+
     def _split_rows(self, shape: tuple, size: int) -> tuple:
         """The shape of one rank's block of an array of `shape` split nranks ways."""
         n = self.size
@@ -386,6 +397,8 @@ class Communicator:
         dtype of a new recv (and may be None when recv is given). `recv is
         send` broadcasts in place (ncclBcast semantics).
         """
+        if self._fast(_BROADCAST, send, recv, None, root) >= 0:
+            return recv
         self._live("broadcast")
         root = self._root(root)
         if recv is send and send is not None:
@@ -424,6 +437,8 @@ class Communicator:
         root recv=None allocates an array like send; `recv is send` reduces
         in place.
         """
+        if self._fast(_REDUCE, send, recv, op, root) >= 0:
+            return recv if self._rank == root else None
         self._live("reduce")
         root = self._root(root)
         send_arr = self._input(send)
@@ -450,6 +465,8 @@ class Communicator:
         (rank+1)*count] -- or pass the whole buffer as both (`recv is send`),
         this rank's block holding its input.
         """
+        if self._fast(_ALLGATHER, send, recv) >= 0:
+            return recv
         self._live("allgather")
         n = self.size
         if recv is send:
@@ -482,6 +499,8 @@ class Communicator:
         (NCCL's layout): recv is send.reshape(-1)[rank*count:(rank+1)*count];
         `recv is send` does that and returns the block.
         """
+        if self._fast(_REDUCESCATTER, send, recv, op) >= 0:
+            return recv
         self._live("reduce_scatter")
         n = self.size
         send_arr = self._input(send)
@@ -511,6 +530,8 @@ class Communicator:
 
         recv=None allocates an array like send; `recv is send` works in place.
         """
+        if self._fast(_ALLTOALL, send, recv) >= 0:
+            return recv
         self._live("alltoall")
         n = self.size
         in_place = recv is send
@@ -536,6 +557,8 @@ class Communicator:
         and None elsewhere. In place at the root (NCCL's layout): send is
         recv.reshape(-1)[root*count:(root+1)*count].
         """
+        if self._fast(_GATHER, send, recv, None, root) >= 0:
+            return recv if self._rank == root else None
         self._live("gather")
         n = self.size
         root = self._root(root)
@@ -562,6 +585,8 @@ class Communicator:
         at the root (NCCL's layout): recv is send.reshape(-1)[root*count:
         (root+1)*count].
         """
+        if self._fast(_SCATTER, send, recv, None, root) >= 0:
+            return recv
         self._live("scatter")
         n = self.size
         root = self._root(root)
@@ -595,6 +620,8 @@ class Communicator:
         elements of the same dtype). Outside a group it returns once the peer
         has the data; pairs of sends and receives that depend on each other
         (a ring shift, a send to self) belong in one accl.group()."""
+        if self._fast(_SEND, array, None, None, peer) >= 0:
+            return
         self._live("send")
         arr = self._input(array, "array")
         self._run(_SEND, arr, None, arr.size, arr.dtype, root=operator.index(peer))
@@ -605,6 +632,8 @@ class Communicator:
         array_or_like: a writeable C-contiguous numpy.ndarray to fill, or a
         (shape, dtype) pair to allocate one.
         """
+        if self._fast(_RECV, None, array_or_like, None, peer) >= 0:
+            return array_or_like
         self._live("recv")
         if isinstance(array_or_like, np.ndarray):
             out = self._output(array_or_like, array_or_like.dtype, array_or_like.size,

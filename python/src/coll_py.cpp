@@ -258,6 +258,125 @@ int allReduceFast(const Comm& c, nb::handle send, nb::handle recv, nb::handle op
   return static_cast<int>(check(res, "ncclAllReduce", /*allowInProgress=*/true));
 }
 
+// ---- the other calls' fast path ------------------------------------------
+// As allReduceFast, for Communicator.broadcast, reduce, allgather,
+// reduce_scatter, alltoall, gather, scatter, send and recv: the checks of the
+// common case in C++, -1 (nothing called) for anything else. The rules are
+// the Python methods' (communicator.py), and stricter where that is simpler:
+// given arrays of one native dtype, the element counts the call needs, and
+// buffers that are separate or in NCCL's in-place layout. A buffer the call
+// does not use on this rank may be None, as the methods allow (gather's recv
+// and scatter's and broadcast's send off the root).
+
+bool overlap(const Py_buffer& a, const Py_buffer& b) {
+  const char* x = static_cast<const char*>(a.buf);
+  const char* y = static_cast<const char*>(b.buf);
+  return a.len > 0 && b.len > 0 && x < y + b.len && y < x + a.len;
+}
+
+// Separate, or `b` starts `offset` bytes into `a` (NCCL's in-place layouts).
+bool separateOr(const Py_buffer& a, const Py_buffer& b, Py_ssize_t offset) {
+  return !overlap(a, b) || static_cast<const char*>(b.buf) == static_cast<const char*>(a.buf) + offset;
+}
+
+bool rootOf(nb::handle h, int* root) {
+  if (!PyLong_Check(h.ptr())) return false;
+  int overflow = 0;
+  long v = PyLong_AsLongAndOverflow(h.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) return false;
+  *root = static_cast<int>(v);  // range: the library's check, with its message
+  return true;
+}
+
+int collFast(int kind, const Comm& c, nb::handle send, nb::handle recv, nb::handle op, nb::handle root) {
+  if (kind <= kAllReduce || kind >= kNumKinds || !c.alive()) return -1;
+  const bool reduces = kind == kReduce || kind == kReduceScatter;
+  const int red = reduces ? builtinOp(op.ptr()) : 0;
+  int peer = 0;
+  const bool rooted = kind == kBroadcast || kind == kReduce || kind == kGather || kind == kScatter;
+  if (red < 0 || ((rooted || kind == kSend || kind == kRecv) && !rootOf(root, &peer))) return -1;
+  const char* call = kCallNames[kind];
+  ncclComm_t comm = c.get(call);
+  int nranks = 1, rank = 0;
+  check(api().ncclCommCount(comm, &nranks), "ncclCommCount");
+  check(api().ncclCommUserRank(comm, &rank), "ncclCommUserRank");
+  const Py_ssize_t n = nranks;
+  const bool isRoot = rank == peer;
+  // Which buffers this rank passes (the others go as NULL, as the methods pass None).
+  const bool inPlace = !send.is_none() && send.is(recv);
+  const bool wantSend = kind != kRecv && !((kind == kScatter || kind == kBroadcast) && !isRoot && send.is_none());
+  const bool wantRecv = kind != kSend && !(kind == kGather && !isRoot) && !inPlace;
+  View s, r;
+  if (wantSend && !s.take(send.ptr(), inPlace)) return -1;
+  if (wantRecv && !r.take(recv.ptr(), true)) return -1;
+  const int dt = datatypeOf(wantSend ? s.buf : r.buf);
+  if (dt < 0 || (wantSend && wantRecv && datatypeOf(r.buf) != dt)) return -1;
+  const Py_ssize_t isz = (wantSend ? s.buf : r.buf).itemsize;
+  const Py_buffer& in = s.buf;
+  const Py_buffer& out = inPlace ? s.buf : r.buf;
+  Py_ssize_t count = 0;  // elements, NCCL's count argument
+  switch (kind) {
+    case kBroadcast:
+    case kReduce:
+      if (wantSend && wantRecv && (r.buf.len != s.buf.len || !separateOr(in, out, 0))) return -1;
+      count = (wantSend ? s.buf.len : r.buf.len) / isz;
+      break;
+    case kAllGather:
+      if (inPlace || r.buf.len != n * s.buf.len || !separateOr(out, in, rank * s.buf.len)) return -1;
+      count = s.buf.len / isz;
+      break;
+    case kReduceScatter:
+      if (inPlace || s.buf.len % (n * isz) != 0 || r.buf.len * n != s.buf.len ||
+          !separateOr(in, out, rank * r.buf.len))
+        return -1;
+      count = r.buf.len / isz;
+      break;
+    case kAllToAll:
+      if (s.buf.len % (n * isz) != 0 || (!inPlace && (r.buf.len != s.buf.len || !separateOr(in, out, 0))))
+        return -1;
+      count = s.buf.len / isz / n;
+      break;
+    case kGather:
+      if (inPlace || (isRoot && (r.buf.len != n * s.buf.len || !separateOr(out, in, peer * s.buf.len)))) return -1;
+      count = s.buf.len / isz;
+      break;
+    case kScatter:
+      if (inPlace) return -1;
+      if (wantSend && (s.buf.len % (n * isz) != 0 || r.buf.len * n != s.buf.len ||
+                       !(isRoot ? separateOr(in, out, peer * r.buf.len) : !overlap(in, out))))
+        return -1;
+      count = r.buf.len / isz;
+      break;
+    case kSend: count = s.buf.len / isz; break;
+    case kRecv: count = r.buf.len / isz; break;
+  }
+  const void* sb = wantSend && !(kind == kScatter && !isRoot) ? s.buf.buf : nullptr;
+  void* rb = inPlace ? s.buf.buf : wantRecv ? r.buf.buf : nullptr;
+  const auto dtype = static_cast<ncclDataType_t>(dt);
+  const auto rop = static_cast<ncclRedOp_t>(red);
+  const auto cnt = static_cast<size_t>(count);
+  ncclResult_t res = ncclSuccess;
+  {
+    nb::gil_scoped_release nogil;  // other ranks may be threads of this process
+    switch (kind) {
+      case kBroadcast: res = api().ncclBroadcast(sb, rb, cnt, dtype, peer, comm, nullptr); break;
+      case kReduce: res = api().ncclReduce(sb, rb, cnt, dtype, rop, peer, comm, nullptr); break;
+      case kAllGather: res = api().ncclAllGather(sb, rb, cnt, dtype, comm, nullptr); break;
+      case kReduceScatter: res = api().ncclReduceScatter(sb, rb, cnt, dtype, rop, comm, nullptr); break;
+      case kAllToAll: res = api().ncclAlltoAll(sb, rb, cnt, dtype, comm, nullptr); break;
+      case kGather: res = api().ncclGather(sb, rb, cnt, dtype, peer, comm, nullptr); break;
+      case kScatter: res = api().ncclScatter(sb, rb, cnt, dtype, peer, comm, nullptr); break;
+      case kSend: res = api().ncclSend(sb, cnt, dtype, peer, comm, nullptr); break;
+      case kRecv: res = api().ncclRecv(rb, cnt, dtype, peer, comm, nullptr); break;
+    }
+  }
+  return static_cast<int>(check(res, call, /*allowInProgress=*/true));
+}
+
 // ---- groups ----------------------------------------------------------------
 void groupStart() { check(api().ncclGroupStart(), "ncclGroupStart"); }
 
@@ -339,6 +458,10 @@ void register_coll(nb::module_& m) {
         nb::arg("recv").none(), nb::arg("op").none(),
         "ncclAllReduce for the common case (see coll_py.cpp); -1 where the arguments are not "
         "that case and nothing was called (Communicator.allreduce then checks them).");
+  m.def("coll_fast", &collFast, nb::arg("kind"), nb::arg("comm"), nb::arg("send").none(),
+        nb::arg("recv").none(), nb::arg("op").none(), nb::arg("root").none(),
+        "The other calls of coll() (kind 1-9) for their common case (see coll_py.cpp); -1 where "
+        "the arguments are not that case and nothing was called (the method then checks them).");
   m.def("bcast", &bcast, nb::arg("comm"), nb::arg("buff").noconvert(), nb::arg("count"),
         nb::arg("datatype"), nb::arg("root"), "ncclBcast (in place).");
   m.def("group_start", &groupStart, "ncclGroupStart.");
