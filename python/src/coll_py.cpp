@@ -49,6 +49,32 @@ const char* const kCallNames[kNumKinds] = {
     "ncclAllReduce", "ncclBroadcast", "ncclReduce",  "ncclAllGather", "ncclReduceScatter",
     "ncclAlltoAll",  "ncclGather",    "ncclScatter", "ncclSend",      "ncclRecv"};
 
+// Calls NCCL's function for `kind` (stream NULL) with the GIL released, even
+// for a few bytes (other ranks may be threads of this process, and the
+// library waits for them inside the call); raises on its error. Returns 0, or
+// 7 when a non-blocking communicator has queued the operation.
+int run(int kind, ncclComm_t comm, const void* s, void* r, size_t count, int datatype, int op, int root) {
+  const auto dt = static_cast<ncclDataType_t>(datatype);
+  const auto red = static_cast<ncclRedOp_t>(op);
+  ncclResult_t res = ncclSuccess;
+  {
+    nb::gil_scoped_release nogil;
+    switch (kind) {
+      case kAllReduce: res = api().ncclAllReduce(s, r, count, dt, red, comm, nullptr); break;
+      case kBroadcast: res = api().ncclBroadcast(s, r, count, dt, root, comm, nullptr); break;
+      case kReduce: res = api().ncclReduce(s, r, count, dt, red, root, comm, nullptr); break;
+      case kAllGather: res = api().ncclAllGather(s, r, count, dt, comm, nullptr); break;
+      case kReduceScatter: res = api().ncclReduceScatter(s, r, count, dt, red, comm, nullptr); break;
+      case kAllToAll: res = api().ncclAlltoAll(s, r, count, dt, comm, nullptr); break;
+      case kGather: res = api().ncclGather(s, r, count, dt, root, comm, nullptr); break;
+      case kScatter: res = api().ncclScatter(s, r, count, dt, root, comm, nullptr); break;
+      case kSend: res = api().ncclSend(s, count, dt, root, comm, nullptr); break;
+      case kRecv: res = api().ncclRecv(r, count, dt, root, comm, nullptr); break;
+    }
+  }
+  return static_cast<int>(check(res, kCallNames[kind], /*allowInProgress=*/true));
+}
+
 // One NCCL collective or p2p call on host buffers (stream NULL). `count` has
 // NCCL's meaning for the call (per rank / per peer where NCCL says so); `root`
 // is the root, or the peer of send/recv. A buffer NCCL does not touch on this
@@ -82,27 +108,7 @@ int coll(int kind, const Comm& c, SendArray send, RecvArray recv, size_t count, 
   }
   requireBytes("send", bytesOf(send), needSend);
   requireBytes("recv", bytesOf(recv), needRecv);
-  const void* s = dataOf(send);
-  void* r = dataOf(recv);
-  auto dt = static_cast<ncclDataType_t>(datatype);
-  auto red = static_cast<ncclRedOp_t>(op);
-  ncclResult_t res = ncclSuccess;
-  {
-    nb::gil_scoped_release nogil;
-    switch (kind) {
-      case kAllReduce: res = api().ncclAllReduce(s, r, count, dt, red, comm, nullptr); break;
-      case kBroadcast: res = api().ncclBroadcast(s, r, count, dt, root, comm, nullptr); break;
-      case kReduce: res = api().ncclReduce(s, r, count, dt, red, root, comm, nullptr); break;
-      case kAllGather: res = api().ncclAllGather(s, r, count, dt, comm, nullptr); break;
-      case kReduceScatter: res = api().ncclReduceScatter(s, r, count, dt, red, comm, nullptr); break;
-      case kAllToAll: res = api().ncclAlltoAll(s, r, count, dt, comm, nullptr); break;
-      case kGather: res = api().ncclGather(s, r, count, dt, root, comm, nullptr); break;
-      case kScatter: res = api().ncclScatter(s, r, count, dt, root, comm, nullptr); break;
-      case kSend: res = api().ncclSend(s, count, dt, root, comm, nullptr); break;
-      case kRecv: res = api().ncclRecv(r, count, dt, root, comm, nullptr); break;
-    }
-  }
-  return static_cast<int>(check(res, call, /*allowInProgress=*/true));
+  return run(kind, comm, dataOf(send), dataOf(recv), count, datatype, op, root);
 }
 
 // ncclAllReduce (kept as its own entry point).
@@ -245,17 +251,7 @@ int allReduceFast(const Comm& c, nb::handle send, nb::handle recv, nb::handle op
   }
   ncclComm_t comm = c.get("ncclAllReduce");
   const size_t count = static_cast<size_t>(s.buf.len / s.buf.itemsize);
-  const void* sendbuff = s.buf.buf;
-  void* recvbuff = out->buf;
-  ncclResult_t res;
-  {
-    // Released even for a few bytes: other ranks may be threads of this
-    // process (the library waits for them inside the call).
-    nb::gil_scoped_release nogil;
-    res = api().ncclAllReduce(sendbuff, recvbuff, count, static_cast<ncclDataType_t>(dt),
-                              static_cast<ncclRedOp_t>(red), comm, nullptr);
-  }
-  return static_cast<int>(check(res, "ncclAllReduce", /*allowInProgress=*/true));
+  return run(kAllReduce, comm, s.buf.buf, out->buf, count, dt, red, 0);
 }
 
 // ---- the other calls' fast path ------------------------------------------
@@ -356,25 +352,7 @@ int collFast(int kind, const Comm& c, nb::handle send, nb::handle recv, nb::hand
   }
   const void* sb = wantSend && !(kind == kScatter && !isRoot) ? s.buf.buf : nullptr;
   void* rb = inPlace ? s.buf.buf : wantRecv ? r.buf.buf : nullptr;
-  const auto dtype = static_cast<ncclDataType_t>(dt);
-  const auto rop = static_cast<ncclRedOp_t>(red);
-  const auto cnt = static_cast<size_t>(count);
-  ncclResult_t res = ncclSuccess;
-  {
-    nb::gil_scoped_release nogil;  // other ranks may be threads of this process
-    switch (kind) {
-      case kBroadcast: res = api().ncclBroadcast(sb, rb, cnt, dtype, peer, comm, nullptr); break;
-      case kReduce: res = api().ncclReduce(sb, rb, cnt, dtype, rop, peer, comm, nullptr); break;
-      case kAllGather: res = api().ncclAllGather(sb, rb, cnt, dtype, comm, nullptr); break;
-      case kReduceScatter: res = api().ncclReduceScatter(sb, rb, cnt, dtype, rop, comm, nullptr); break;
-      case kAllToAll: res = api().ncclAlltoAll(sb, rb, cnt, dtype, comm, nullptr); break;
-      case kGather: res = api().ncclGather(sb, rb, cnt, dtype, peer, comm, nullptr); break;
-      case kScatter: res = api().ncclScatter(sb, rb, cnt, dtype, peer, comm, nullptr); break;
-      case kSend: res = api().ncclSend(sb, cnt, dtype, peer, comm, nullptr); break;
-      case kRecv: res = api().ncclRecv(rb, cnt, dtype, peer, comm, nullptr); break;
-    }
-  }
-  return static_cast<int>(check(res, call, /*allowInProgress=*/true));
+  return run(kind, comm, sb, rb, static_cast<size_t>(count), dt, red, peer);
 }
 
 // ---- groups ----------------------------------------------------------------
