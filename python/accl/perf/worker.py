@@ -64,11 +64,11 @@ def _fill(coll: Collective, rank: int, c: Counts, send, recv, dtype, op: str) ->
     send[...] = coll.input(rank, c, dtype, op)
 
 
-def _check(comm, coll: Collective, c: Counts, send, recv, dtype, op: str, root: int) -> int:
-    """Run once on fresh inputs and count wrong elements over all ranks."""
+def _check(comm, coll: Collective, c: Counts, send, recv, want, dtype, op: str, root: int) -> int:
+    """Run once on fresh inputs and count wrong elements (against `want`,
+    None where this rank has no result) over all ranks."""
     _fill(coll, comm.rank, c, send, recv, dtype, op)
     coll.run(comm, send, recv, op, root)
-    want = coll.want(comm.rank, comm.size, root, c, dtype, op)
     return _sum_int(comm, 0 if want is None else data.count_wrong(recv, want, op))
 
 
@@ -97,6 +97,8 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
     row = table.row_start(nbytes, c.param, typename, op, root)
     record = {"collective": coll.name, "nranks": n, "size": nbytes, "count": c.param,
               "type": typename, "redop": op, "root": root}
+    # The expected result, once for both columns (n input patterns at large sizes).
+    want = coll.want(comm.rank, n, root, c, dtype, op) if opts.check else None
     wrongs, busbws, times = [], [], []
     for in_place in (False, True):
         send, recv = collectives.buffers(c, comm.rank, dtype, in_place, arena)
@@ -105,7 +107,7 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
         algbw = coll.algbw(c, dtype.itemsize, n, seconds)
         busbw = algbw * coll.bus_factor(n)
         checked = opts.check and (coll.check_in_place or not in_place)
-        wrong = _check(comm, coll, c, send, recv, dtype, op, root) if checked else None
+        wrong = _check(comm, coll, c, send, recv, want, dtype, op, root) if checked else None
         row += table.row_part(seconds * 1e6, algbw, busbw, wrong)
         pre = "ip_" if in_place else ""
         record.update({f"{pre}time_us": seconds * 1e6, f"{pre}algbw": algbw,
