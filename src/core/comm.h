@@ -139,6 +139,10 @@ struct ncclComm {
   size_t slotBytes = 0;        // of every FIFO: the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE)
   accl::DevStatePtr dev;       // device mode only
   accl::RmaPtr rma;            // windows and one-sided operations (from the first window)
+  // The host copy an in-place all-to-all sends from, kept for the next call:
+  // reused while no queued operation still holds it (api/coll_api.cc).
+  std::shared_ptr<void> alltoallStaging;
+  size_t alltoallStagingBytes = 0;
   // This rank's "stopped" word in the host direct collectives' slots
   // (coll/host_direct.h), once they exist: abort and errors raise it from any thread.
   std::atomic<std::atomic<int32_t>*> directStopWord{nullptr};

@@ -94,6 +94,24 @@ static int runRank(ncclUniqueId id, size_t count) {
   memcpy(out, in, count * n * sizeof(int32_t));
   OK(ncclAlltoAll(out, out, count, ncclInt32, comm, NULL));
   expect("alltoall in place", check(out, count * n, wantA2a, NULL));
+  { /* Twice in place in one group, on different data: the first call's sends
+     * still hold its staging copy when the second makes its own. Then once more
+     * alone, which reuses the communicator's copy. */
+    int32_t* two = malloc(count * n * sizeof(int32_t) + 1);
+    int ok = 1;
+    memcpy(out, in, count * n * sizeof(int32_t));
+    for (i = 0; i < count * n; ++i) two[i] = in[i] + 7;
+    OK(ncclGroupStart());
+    OK(ncclAlltoAll(out, out, count, ncclInt32, comm, NULL));
+    OK(ncclAlltoAll(two, two, count, ncclInt32, comm, NULL));
+    OK(ncclGroupEnd());
+    for (i = 0; i < count * n; ++i) ok &= out[i] == wantA2a(i, NULL) && two[i] == wantA2a(i, NULL) + 7;
+    expect("two in-place alltoalls in one group", ok);
+    memcpy(two, in, count * n * sizeof(int32_t));
+    OK(ncclAlltoAll(two, two, count, ncclInt32, comm, NULL));
+    expect("alltoall in place again", check(two, count * n, wantA2a, NULL));
+    free(two);
+  }
   root = nranks - 1;
   OK(ncclGather(in, out, count, ncclInt32, root, comm, NULL));
   if (rank == root) expect("gather", check(out, count * n, wantGathered, NULL));
