@@ -1,12 +1,11 @@
 // Collective and point-to-point entry points: check every argument, build the
 // CollArgs, then run now (host mode completes before returning) or queue inside
-// a group. All-to-all, gather and scatter are groups of sends and receives.
+// a group. All-to-all, gather and scatter are sends and receives (or inline:
+// coll/send_recv_colls.cc).
 #include "api/api.h"
 #include "api/init_common.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "coll/coll.h"
@@ -98,6 +97,9 @@ ncclResult_t submitAll(const std::vector<CollArgs>& ops) {
   return accl::groupEnd();
 }
 
+// How many count-sized blocks the largest buffer of a call on `comm` holds, for checkArgs.
+size_t spanOf(ncclComm* comm) { return comm && accl::commValid(comm) ? comm->nranks : 1; }
+
 ncclResult_t submit(CollArgs a, unsigned needs, size_t span = 1) {
   NCCLCHECK(checkArgs(a, needs, span));
   if (a.count == 0) return ncclSuccess;
@@ -120,10 +122,6 @@ CollArgs make(CollKind kind, const char* name, const void* send, void* recv, siz
   return a;
 }
 
-bool overlaps(const void* a, const void* b, size_t bytes) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bytes && y < x + bytes;
-}
 
 }  // namespace
 
@@ -170,8 +168,7 @@ extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, siz
                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
   CollArgs a = make(CollKind::AllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
-  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
-  return submit(a, kSend | kRecv, span);
+  return submit(a, kSend | kRecv, spanOf(comm));
   ACCL_API_GUARD_END("ncclAllGather")
 }
 NCCL_API_ALIAS(ncclAllGather)
@@ -181,8 +178,7 @@ extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff,
   ACCL_API_GUARD_BEGIN
   CollArgs a = make(CollKind::ReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, 0,
                     comm, stream);
-  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
-  return submit(a, kOp | kSend | kRecv, span);
+  return submit(a, kOp | kSend | kRecv, spanOf(comm));
   ACCL_API_GUARD_END("ncclReduceScatter")
 }
 NCCL_API_ALIAS(ncclReduceScatter)
@@ -207,30 +203,18 @@ NCCL_API_ALIAS(ncclRecv)
 
 namespace {
 
-// The host copy of an in-place all-to-all's input, but for block `skip` (the
-// rank's own when the buffers coincide: it stays where it is). The communicator
-// keeps the buffer and reuses it once no queued operation holds it any more
-// (use_count 1): a fresh allocation on every call faulted in every page, which
-// made the call three times slower than out of place.
-ncclResult_t hostStagingCopy(ncclComm* comm, const void* src, size_t block, int skip, std::shared_ptr<void>* out) {
-  const size_t bytes = block * comm->nranks;
-  if (!comm->alltoallStaging || comm->alltoallStaging.use_count() > 1 || comm->alltoallStagingBytes < bytes) {
-    comm->alltoallStaging.reset();
-    comm->alltoallStaging.reset(malloc(bytes), free);
-    comm->alltoallStagingBytes = comm->alltoallStaging ? bytes : 0;
-    if (!comm->alltoallStaging) {
-      WARN("ncclAlltoAll (%s, rank %d): cannot allocate %zu bytes to stage an in-place all-to-all",
-           comm->name.c_str(), comm->rank, bytes);
-      return ncclSystemError;
-    }
-  }
-  const char* from = static_cast<const char*>(src);
-  char* to = static_cast<char*>(comm->alltoallStaging.get());
-  const size_t head = skip < 0 ? bytes : block * skip, tail = skip < 0 ? bytes : head + block;
-  memcpy(to, from, head);
-  memcpy(to + tail, from + tail, bytes - tail);
-  *out = comm->alltoallStaging;
-  return ncclSuccess;
+// All-to-all, gather and scatter: one operation in host mode, which runs
+// inline when small on one host and as sends and receives otherwise
+// (coll/send_recv_colls.cc), decided when it runs, alike on every rank
+// whether or not it is inside a group. Device buffers become the sends and
+// receives now, which join the group's kernel.
+ncclResult_t submitSendRecvColl(CollArgs a, unsigned needs, size_t span) {
+  NCCLCHECK(checkArgs(a, needs, span));
+  if (a.count == 0) return ncclSuccess;
+  if (!a.onDevice) return submitAll({a});
+  std::vector<CollArgs> ops;
+  NCCLCHECK(accl::asSendRecv(a, &ops));
+  return submitAll(ops);
 }
 
 }  // namespace
@@ -238,72 +222,20 @@ ncclResult_t hostStagingCopy(ncclComm* comm, const void* src, size_t block, int 
 extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  CollArgs base = make(CollKind::Send, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
-  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
-  NCCLCHECK(checkArgs(base, kSend | kRecv, span));
-  if (count == 0) return ncclSuccess;
-  const int n = comm->nranks;
-  const size_t block = count * accl::typeSize(datatype);
-  std::shared_ptr<void> keep;
-  const char* src = static_cast<const char*>(sendbuff);
-  const bool inPlace = overlaps(sendbuff, recvbuff, block * n);
-  if (inPlace) {  // send from a copy
-    if (base.onDevice) NCCLCHECK(accl::devStagingCopy(comm, sendbuff, block * n, stream, &keep));
-    else NCCLCHECK(hostStagingCopy(comm, sendbuff, block, sendbuff == recvbuff ? comm->rank : -1, &keep));
-    src = static_cast<const char*>(keep.get());
-  }
-  std::vector<CollArgs> ops;
-  for (int r = 0; r < n; ++r) {
-    if (inPlace && r == comm->rank && sendbuff == recvbuff) continue;  // its own block is already in place
-    CollArgs s = base, v = base;
-    s.kind = CollKind::Send;
-    s.sendbuff = src + r * block;
-    s.root = r;
-    s.keep = keep;
-    v.kind = CollKind::Recv;
-    v.recvbuff = static_cast<char*>(recvbuff) + r * block;
-    v.root = r;
-    ops.push_back(s);
-    ops.push_back(v);
-  }
-  return submitAll(ops);
+  return submitSendRecvColl(
+      make(CollKind::AllToAll, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream),
+      kSend | kRecv, spanOf(comm));
   ACCL_API_GUARD_END("ncclAlltoAll")
 }
 NCCL_API_ALIAS(ncclAlltoAll)
 
-namespace {
-
-// Gather (blocks flow to the root) or scatter (blocks flow from it): every rank
-// sends or receives its block; the root does the other side for each rank.
-ncclResult_t rooted(CollArgs base, bool gather) {
-  ncclComm* comm = base.comm;
-  bool isRoot = comm && accl::commValid(comm) && comm->rank == base.root;
-  size_t span = comm && accl::commValid(comm) ? comm->nranks : 1;
-  unsigned mine = gather ? kSend : kRecv, roots = gather ? kRecv : kSend;
-  NCCLCHECK(checkArgs(base, kRoot | mine | (isRoot ? roots : kNone), span));
-  if (base.count == 0) return ncclSuccess;
-  base.kind = gather ? CollKind::Send : CollKind::Recv;
-  std::vector<CollArgs> ops{base};
-  if (isRoot) {
-    const size_t block = base.count * accl::typeSize(base.type);
-    for (int r = 0; r < comm->nranks; ++r) {
-      CollArgs o = base;
-      o.kind = gather ? CollKind::Recv : CollKind::Send;
-      if (gather) o.recvbuff = static_cast<char*>(base.recvbuff) + r * block;
-      else o.sendbuff = static_cast<const char*>(base.sendbuff) + r * block;
-      o.root = r;
-      ops.push_back(o);
-    }
-  }
-  return submitAll(ops);
-}
-
-}  // namespace
-
 extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                    int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return rooted(make(CollKind::Send, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream), true);
+  const bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
+  return submitSendRecvColl(
+      make(CollKind::Gather, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
+      kRoot | kSend | (isRoot ? kRecv : kNone), spanOf(comm));
   ACCL_API_GUARD_END("ncclGather")
 }
 NCCL_API_ALIAS(ncclGather)
@@ -311,8 +243,10 @@ NCCL_API_ALIAS(ncclGather)
 extern "C" ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  return rooted(make(CollKind::Recv, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
-                false);
+  const bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
+  return submitSendRecvColl(
+      make(CollKind::Scatter, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
+      kRoot | kRecv | (isRoot ? kSend : kNone), spanOf(comm));
   ACCL_API_GUARD_END("ncclScatter")
 }
 NCCL_API_ALIAS(ncclScatter)

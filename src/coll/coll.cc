@@ -20,6 +20,9 @@ const char* collName(CollKind k) {
     case CollKind::ReduceScatter: return "ReduceScatter";
     case CollKind::Send: return "Send";
     case CollKind::Recv: return "Recv";
+    case CollKind::AllToAll: return "AllToAll";
+    case CollKind::Gather: return "Gather";
+    case CollKind::Scatter: return "Scatter";
   }
   return "?";
 }
@@ -38,6 +41,11 @@ ncclResult_t runCollective(const CollArgs& a) {
   bool direct = false;
   ncclResult_t r = hostDirectRun(a, red, &direct);
   if (direct) return r;
+  if (runsAsSendRecv(a.kind)) {
+    std::vector<CollArgs> ops;
+    NCCLCHECK(asSendRecv(a, &ops));
+    return ops.empty() ? ncclSuccess : runP2p(a.comm, ops);
+  }
   Algo algo = chooseAlgo(a);
   if (algo == Algo::Default) {
     WARN("%s: no algorithm available for %s: the ranks' NCCL_ALGO (here '%s') together allow none that ACCL has "

@@ -13,7 +13,7 @@ struct ncclComm;
 
 namespace accl {
 
-enum class CollKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Send, Recv };
+enum class CollKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Send, Recv, AllToAll, Gather, Scatter };
 enum class Algo { Default = -1, Ring = 0, Tree = 1 };
 
 struct CollArgs {
@@ -28,7 +28,7 @@ struct CollArgs {
   ncclComm* comm;
   void* stream = nullptr;  // cudaStream_t (device mode)
   bool onDevice = false;   // device buffers: runs as a kernel on `stream`
-  std::shared_ptr<void> keep;  // a staging copy the operation reads (in-place all-to-all)
+  std::shared_ptr<void> keep;  // a staging copy a send reads (in-place all-to-all)
   // Filled when the call is issued (the op may be destroyed before a group runs it).
   Reducer red;
   const void* deviceScalar = nullptr;  // PreMulSum ncclScalarDevice: read when the operation runs
@@ -36,6 +36,12 @@ struct CollArgs {
 
 bool isP2p(CollKind k);
 const char* collName(CollKind k);  // "AllReduce", as NCCL_ALGO spells it (lower-cased)
+// All-to-all, gather and scatter: sends and receives (coll/send_recv_colls.cc),
+// or inline when small on one host.
+bool runsAsSendRecv(CollKind k);
+// The sends and receives of such a call (an in-place all-to-all's from a copy
+// of its input, which the ops hold in `keep`).
+ncclResult_t asSendRecv(const CollArgs& a, std::vector<CollArgs>* ops);
 
 // Runs one collective to completion on the calling thread (host mode).
 ncclResult_t runCollective(const CollArgs& args);

@@ -265,6 +265,15 @@ void moveInline(const Call& c, const HostDirect& d, uint64_t call, size_t sendBy
     case CollKind::Broadcast:
       if (out != a.sendbuff || me != a.root) memcpy(out, input(a.root), bytes);
       break;
+    case CollKind::AllToAll:  // block me of every rank's input
+      for (int k = 0; k < n; ++k) memcpy(out + k * bytes, input(k) + me * bytes, bytes);
+      break;
+    case CollKind::Gather:
+      for (int k = 0; me == a.root && k < n; ++k) memcpy(out + k * bytes, input(k), bytes);
+      break;
+    case CollKind::Scatter:
+      memcpy(out, input(a.root) + me * bytes, bytes);
+      break;
     default:
       break;
   }
@@ -279,16 +288,21 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   if (!d || a.onDevice || isP2p(a.kind) || a.count == 0) return ncclSuccess;
   const int n = comm->nranks, me = comm->rank;
   const size_t esize = typeSize(a.type);
-  const size_t sendBytes = a.count * esize * (a.kind == CollKind::ReduceScatter ? n : 1);
-  const size_t recvBytes = a.count * esize * (a.kind == CollKind::AllGather ? n : 1);
+  const bool allToAll = a.kind == CollKind::AllToAll;
+  const size_t sendBytes =
+      a.count * esize * (allToAll || a.kind == CollKind::ReduceScatter || a.kind == CollKind::Scatter ? n : 1);
+  const size_t recvBytes =
+      a.count * esize * (allToAll || a.kind == CollKind::AllGather || a.kind == CollKind::Gather ? n : 1);
   // The sizes agree on every rank, so the ranks decide alike. The smallest
   // calls run inline: their inputs travel in the slots' segment, and one
   // barrier suffices. Calls between those and ACCL_DIRECT_MIN_BYTES take the
   // ring: as fast with a core per rank, and faster when ranks outnumber cores
-  // (the direct path's two barriers then cost context switches).
+  // (the direct path's two barriers then cost context switches). All-to-all,
+  // gather and scatter have no direct path: beyond inline they are sends and
+  // receives.
   const int64_t largest = static_cast<int64_t>(std::max(sendBytes, recvBytes));
   const bool inlined = largest <= d->inlineBytes;
-  if (!inlined && largest < d->minBytes) return ncclSuccess;
+  if (!inlined && (largest < d->minBytes || runsAsSendRecv(a.kind))) return ncclSuccess;
   // Each buffer that others touch, as the others find it: in a window that
   // every rank mapped, or at its address. Without anyBuffer only windows do,
   // and NCCL's contract for NCCL_WIN_COLL_SYMMETRIC makes every rank decide alike.
@@ -332,7 +346,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   desc.scalar = red.scalar;
   if (!inlined) {
     desc.where = CallDesc::Where{sendWin, recvWin, sendAt, recvAt};
-  } else if (a.kind != CollKind::Broadcast || me == a.root) {
+  } else if ((a.kind != CollKind::Broadcast && a.kind != CollKind::Scatter) || me == a.root) {
     memcpy(sendBytes <= kSmallBytes ? desc.small : d->payload(me, call), a.sendbuff, sendBytes);
   }
   desc.call.store(call, std::memory_order_release);

@@ -145,6 +145,10 @@ double predictUs(CollKind kind, Algo algo, size_t bytes, int n, int nhosts) {
     case CollKind::Send:
     case CollKind::Recv:
       return l.alphaUs + s * perByteUs;
+    case CollKind::AllToAll:  // s is the per-rank block: n-1 of them out and in, at once
+    case CollKind::Gather:    // the root takes n-1 blocks in; scatter sends them out
+    case CollKind::Scatter:
+      return l.alphaUs + (n - 1) * s * perByteUs;
   }
   return 0;
 }
@@ -154,6 +158,7 @@ bool directAllowed() { return paramInt(Param::Direct) != 0 && paramString(Param:
 Algo chooseAlgo(const CollArgs& a) {
   const AlgoMask& mask = a.comm->algoMask;
   const int c = static_cast<int>(a.kind);
+  if (runsAsSendRecv(a.kind)) return Algo::Ring;  // sends and receives: NCCL_ALGO does not apply
   if (!mask.allowsAny(a.kind)) return Algo::Default;
   const bool treeOk = a.kind == CollKind::AllReduce && mask.tree[c];
   const bool ringOk = mask.ring[c];

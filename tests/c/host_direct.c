@@ -25,6 +25,7 @@
  *   dtype     the same with another datatype of the same size (int32 for float)
  *   smallmismatch  mismatch with 100 floats (the inline path)
  *   tinymismatch   6 floats against 7: one rank's input in its description, the other's in the payloads
+ *   kindmismatch   rank 1 calls a gather of 100 floats where the others call an all-to-all
  *   abort     processes; rank 1 aborts its communicator and stays alive: the
  *             others' collective fails with ncclRemoteError in seconds
  *   destroy   the same with ncclCommDestroy
@@ -33,7 +34,7 @@
  *   late      2 processes, plain buffers; rank 1 (ACCL_TIMEOUT=1) times out
  *             waiting for rank 0, which calls 3 s late: rank 0 fails too and
  *             must not write into rank 1's output, which its caller owns again
- * All but the last seven run 300 small calls of every collective (most of them
+ * All but the last eight run 300 small calls of every collective (most of them
  * inline), then every collective, in place and out of place, at
  * offsets inside the buffers, with sum, max, prod, avg and a PreMulSum whose
  * scalar differs by rank, checked element by element against exact integer
@@ -167,6 +168,25 @@ static void collectives(int rank, ncclComm_t comm, float* sendWin, float* recvWi
   CHECK(ncclReduceScatter(recv, recv + rank * n, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess,
         "reducescatter in place");
   expectSum(rank, recv + rank * n, n, rank * n, "reducescatter in place");
+
+  /* AllToAll, out of place and in place; Gather and Scatter to and from the
+   * last rank (too large to run inline: sends and receives). */
+  fill(send, rank, total);
+  CHECK(ncclAlltoAll(send, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "alltoall");
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < n; ++i) CHECK(recv[r * n + i] == in(r, rank * n + i), "alltoall: block %d %zu", r, i);
+  fill(recv, rank, total);
+  CHECK(ncclAlltoAll(recv, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "alltoall in place");
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < n; ++i) CHECK(recv[r * n + i] == in(r, rank * n + i), "alltoall in place: %d %zu", r, i);
+  const int last = nranks - 1;
+  fill(send, rank, n);
+  CHECK(ncclGather(send, recv, n, ncclFloat, last, comm, NULL) == ncclSuccess, "gather");
+  for (int r = 0; rank == last && r < nranks; ++r)
+    for (size_t i = 0; i < n; ++i) CHECK(recv[r * n + i] == in(r, i), "gather: block %d element %zu", r, i);
+  fill(send, rank, total);
+  CHECK(ncclScatter(send, recv, n, ncclFloat, last, comm, NULL) == ncclSuccess, "scatter");
+  for (size_t i = 0; i < n; ++i) CHECK(recv[i] == in(last, rank * n + i), "scatter: element %zu", i);
 }
 
 static int is(const char* m) { return strcmp(mode, m) == 0; }
@@ -185,7 +205,7 @@ static void smallCalls(int rank, ncclComm_t comm) {
     const int root = call % nranks;
     for (size_t i = 0; i < (size_t)nranks * n; ++i) send[i] = (float)((rank + 1) * (call % 7 + 1) + (int)(i % 5));
     float want;
-    switch (call % 5) {
+    switch (call % 8) {
       case 0:
         CHECK(ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "small allreduce");
         for (size_t i = 0; i < n; ++i) {
@@ -210,6 +230,26 @@ static void smallCalls(int rank, ncclComm_t comm) {
         for (int r = 0; r < nranks; ++r)
           for (size_t i = 0; i < n; ++i)
             CHECK(recv[r * n + i] == (float)((r + 1) * (call % 7 + 1) + (int)(i % 5)), "small allgather %d", call);
+        break;
+      case 5: /* rank 0 inside a group of its own: every rank still takes the same path */
+        if (rank == 0) CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        CHECK(ncclAlltoAll(send, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "small alltoall");
+        if (rank == 0) CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+        for (int r = 0; r < nranks; ++r)  /* block `rank` of rank r's input */
+          for (size_t i = 0; i < n; ++i)
+            CHECK(recv[r * n + i] == (float)((r + 1) * (call % 7 + 1) + (int)((rank * n + i) % 5)),
+                  "small alltoall %d: block %d element %zu", call, r, i);
+        break;
+      case 6:
+        CHECK(ncclGather(send, recv, n, ncclFloat, root, comm, NULL) == ncclSuccess, "small gather");
+        for (int r = 0; rank == root && r < nranks; ++r)
+          for (size_t i = 0; i < n; ++i)
+            CHECK(recv[r * n + i] == (float)((r + 1) * (call % 7 + 1) + (int)(i % 5)), "small gather %d", call);
+        break;
+      case 7:
+        CHECK(ncclScatter(send, recv, n, ncclFloat, root, comm, NULL) == ncclSuccess, "small scatter");
+        for (size_t i = 0; i < n; ++i)  /* block `rank` of the root's input */
+          CHECK(recv[i] == (float)((root + 1) * (call % 7 + 1) + (int)((rank * n + i) % 5)), "small scatter %d", call);
         break;
       default:
         CHECK(ncclReduceScatter(send, recv, n, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "small rs");
@@ -246,6 +286,14 @@ static void* runRank(void* arg) {
     CHECK(ncclCommWindowRegister(comm, recvWin, bytes, &wr, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, "register");
   }
 
+  if (is("kindmismatch")) { /* 100 floats each way: inline */
+    fill(sendWin, rank, (size_t)nranks * 100);
+    ncclResult_t r = rank == 1 ? ncclGather(sendWin, recvWin, 100, ncclFloat, 0, comm, NULL)
+                               : ncclAlltoAll(sendWin, recvWin, 100, ncclFloat, comm, NULL);
+    CHECK(r == ncclInvalidUsage, "a gather against the others' alltoall gave %d, not ncclInvalidUsage", r);
+    ncclCommAbort(comm);
+    return NULL;
+  }
   if (is("mismatch") || is("dtype") || is("smallmismatch") || is("tinymismatch")) {
     fill(sendWin, rank, COUNT);
     const int odd = rank == 1 && !is("dtype");
