@@ -366,6 +366,9 @@ ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
       case CollKind::ReduceScatter: p.in = bytes * n; p.out = bytes; break;
       case CollKind::Send: p.in = bytes; break;
       case CollKind::Recv: p.out = bytes; break;
+      case CollKind::AllToAll:  // device buffers: sends and receives by now (api/coll_api.cc)
+      case CollKind::Gather:
+      case CollKind::Scatter: return ncclInternalError;
     }
     p.copyIn = p.in > 0;
     // A reduce's output is only the root's (elsewhere recvbuff may be anything).
