@@ -35,7 +35,7 @@
  *             waiting for rank 0, which calls 3 s late: rank 0 fails too and
  *             must not write into rank 1's output, which its caller owns again
  * All but the last eight run 300 small calls of every collective (most of them
- * inline), then every collective, in place and out of place, at
+ * inline), long runs of rooted calls, then every collective, in place and out of place, at
  * offsets inside the buffers, with sum, max, prod, avg and a PreMulSum whose
  * scalar differs by rank, checked element by element against exact integer
  * arithmetic; modes with windows then deregister them and run an allreduce
@@ -264,6 +264,40 @@ static void smallCalls(int rank, ncclComm_t comm) {
   free(recv);
 }
 
+/* Long runs of one rooted call with one root, each call with other values,
+ * every result checked: the same rank reads every call's inputs (a gather's
+ * or reduce's root) or its input is read by all (a broadcast's or scatter's),
+ * so a rank that ran ahead must not overwrite an input not yet read. */
+static void rootedRuns(int rank, ncclComm_t comm) {
+  float send[4 * MAXR], recv[4 * MAXR];
+  const size_t n = 4;
+  for (int kind = 0; kind < 4; ++kind)
+    for (int call = 0; call < 400; ++call) {
+      for (size_t i = 0; i < (size_t)nranks * n; ++i) send[i] = (float)(rank * 1000 + call * 7 + (int)i);
+      switch (kind) {
+        case 0:
+          CHECK(ncclGather(send, recv, n, ncclFloat, 0, comm, NULL) == ncclSuccess, "gather run");
+          for (size_t i = 0; rank == 0 && i < (size_t)nranks * n; ++i)
+            CHECK(recv[i] == (float)((int)(i / n) * 1000 + call * 7 + (int)(i % n)), "gather run %d: %zu", call, i);
+          break;
+        case 1:
+          CHECK(ncclReduce(send, recv, n, ncclFloat, ncclSum, 0, comm, NULL) == ncclSuccess, "reduce run");
+          for (size_t i = 0; rank == 0 && i < n; ++i)
+            CHECK(recv[i] == (float)(1000 * nranks * (nranks - 1) / 2 + nranks * (call * 7 + (int)i)),
+                  "reduce run %d: %zu", call, i);
+          break;
+        case 2:
+          CHECK(ncclBroadcast(send, recv, n, ncclFloat, 0, comm, NULL) == ncclSuccess, "broadcast run");
+          for (size_t i = 0; i < n; ++i) CHECK(recv[i] == (float)(call * 7 + (int)i), "broadcast run %d: %zu", call, i);
+          break;
+        default:
+          CHECK(ncclScatter(send, recv, n, ncclFloat, 0, comm, NULL) == ncclSuccess, "scatter run");
+          for (size_t i = 0; i < n; ++i)
+            CHECK(recv[i] == (float)(call * 7 + (int)(rank * n + i)), "scatter run %d: %zu", call, i);
+      }
+    }
+}
+
 static void* runRank(void* arg) {
   int rank = (int)(long)arg;
   ncclComm_t comm;
@@ -346,6 +380,7 @@ static void* runRank(void* arg) {
   }
 
   smallCalls(rank, comm);
+  rootedRuns(rank, comm);
   if (is("mixed") && rank == 1) {  /* its buffers of the calls lie outside the windows */
     float* send = malloc(bytes);
     float* recv = malloc(bytes);
