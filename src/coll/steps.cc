@@ -38,8 +38,7 @@ bool onOneCore() {
 }  // namespace
 
 Steps::Steps(ncclComm* comm, const char* opName, bool driveSends)
-    : comm_(comm), op_(opName), deadline_(&comm->abortFlag), lastPeerCheck_(nowMs()),
-      wholeOp_(driveSends && onOneCore()) {}
+    : comm_(comm), op_(opName), wholeOp_(driveSends && onOneCore()) {}
 
 bool Steps::drive(Connection* c) {
   for (int i = 0; i < nDriven_; ++i)
@@ -116,6 +115,10 @@ ncclResult_t Steps::check(Connection* c) {
     return fail(c, ncclRemoteError, "failed: connection closed (peer process died or destroyed its communicator)");
   }
   uint64_t now = nowMs();
+  if (!deadline_) {  // the first check: an operation that never waited long reads no clock
+    deadline_.emplace(&comm_->abortFlag);
+    lastPeerCheck_ = now;
+  }
   if (c->peerPid > 0 && now - lastPeerCheck_ >= static_cast<uint64_t>(paramInt(Param::PeerCheckMs))) {
     lastPeerCheck_ = now;
     if (!processAlive(c->peerPid)) {
@@ -123,7 +126,7 @@ ncclResult_t Steps::check(Connection* c) {
       return fail(c, ncclRemoteError, "failed: the peer process has died");
     }
   }
-  if (deadline_.expired()) return fail(c, ncclTimeout, "timed out (ACCL_TIMEOUT)");
+  if (deadline_->expired()) return fail(c, ncclTimeout, "timed out (ACCL_TIMEOUT)");
   return ncclSuccess;
 }
 

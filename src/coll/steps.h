@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/wait.h"
 #include "transport/connection.h"
@@ -76,8 +77,8 @@ class Steps {
 
   ncclComm* comm_;
   const char* op_;
-  Deadline deadline_;
-  uint64_t lastPeerCheck_;
+  std::optional<Deadline> deadline_;  // from the first check()
+  uint64_t lastPeerCheck_ = 0;
   bool wholeOp_;
   bool awake_ = true;
   int nDriven_ = 0;

@@ -69,8 +69,10 @@ class Backoff {
   // one-sided receiver) should sleep from here; its naps would take a core
   // from busy ranks for tens of milliseconds (timer slack makes each ~50 us).
   bool yielded() const { return iter_ >= 256; }
-  // Whether this iteration should run the (costlier) deadline/liveness checks.
-  bool checkNow() const { return (iter_ & 63) == 0; }
+  // Whether this iteration should run the (costlier) deadline/liveness
+  // checks: every 64th, not the first (a wait that ends within a few spins,
+  // as most do, reads no clock).
+  bool checkNow() const { return iter_ != 0 && (iter_ & 63) == 0; }
   void reset() { iter_ = 0; }
 
  private:
