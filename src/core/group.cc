@@ -61,6 +61,13 @@ ncclResult_t runCommJobs(const std::vector<std::pair<ncclComm*, std::function<nc
 // One communicator's part of a group: collectives in order, then the p2p batch.
 ncclResult_t runCommOps(ncclComm* c, const std::vector<CollArgs>& ops) {
   CommUse use(c);
+  bool onlyP2p = true;
+  for (const CollArgs& a : ops) onlyP2p = onlyP2p && isP2p(a.kind);
+  if (onlyP2p) {  // the common group (sends and receives): no copy of the list
+    NCCLCHECK(runP2p(c, ops));
+    ++c->opCount;
+    return ncclSuccess;
+  }
   std::vector<CollArgs> p2p;
   for (const CollArgs& a : ops) {
     if (isP2p(a.kind)) {
@@ -95,10 +102,25 @@ ncclResult_t groupEnd() {
   if (--g.depth > 0) return ncclSuccess;
   auto inits = std::move(g.inits);
   auto commJobs = std::move(g.commJobs);
-  auto colls = std::move(g.colls);
+  std::vector<CollArgs> colls;
+  colls.swap(g.colls);
   g.clear();
+  // The list's memory goes back to the thread's next group, so that a loop of
+  // small groups does not allocate it every time.
+  struct Recycle {
+    std::vector<CollArgs>& list;
+    ~Recycle() {
+      list.clear();
+      if (tlsGroup.depth == 0 && tlsGroup.colls.empty()) tlsGroup.colls.swap(list);
+    }
+  } recycle{colls};
   NCCLCHECK(runConcurrently(inits));
   NCCLCHECK(runCommJobs(commJobs));
+  if (!colls.empty() && colls.front().comm == colls.back().comm) {
+    bool oneComm = true;
+    for (const CollArgs& a : colls) oneComm = oneComm && a.comm == colls.front().comm;
+    if (oneComm) return runCommOps(colls.front().comm, colls);  // on this thread either way (below)
+  }
   auto parts = byCommInOrder(colls, [](const CollArgs& a) { return a.comm; });
   // A part that only queues kernels runs here; the others need a thread each,
   // since each may wait for peers that another part of this group serves.
