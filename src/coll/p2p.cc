@@ -5,8 +5,7 @@
 // when nothing could move. Messages to self are copied directly.
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <map>
+#include <vector>
 
 #include "coll/coll.h"
 #include "coll/steps.h"
@@ -24,9 +23,61 @@ struct Message {
   size_t done = 0;
 };
 
+// One peer and direction: its messages in call order, from `head` on still to move.
 struct Queue {
+  int peer = -1;
   Connection* conn = nullptr;
-  std::deque<Message> msgs;
+  std::vector<Message> msgs;
+  size_t head = 0;
+  bool open() const { return head < msgs.size(); }
+};
+
+// One direction's queues of a call: the first `used` of `all`, in ascending
+// peer order once sorted (as every rank asks for its connections).
+struct Queues {
+  std::vector<Queue> all;
+  size_t used = 0;
+  std::vector<int> at;  // by peer: its queue's index while the call builds them, else -1
+  std::vector<int> peers;
+  std::vector<Connection*> conns;
+
+  Queue* begin() { return all.data(); }
+  Queue* end() { return all.data() + used; }
+  void add(int peer, const Message& m) {
+    if (at.size() <= static_cast<size_t>(peer)) at.resize(peer + 1, -1);
+    if (at[peer] < 0) {
+      if (all.size() == used) all.emplace_back();
+      Queue& q = all[used];
+      q.peer = peer;
+      q.msgs.clear();
+      q.head = 0;
+      at[peer] = static_cast<int>(used++);
+    }
+    all[at[peer]].msgs.push_back(m);
+  }
+  void sortByPeer() {
+    for (Queue& q : *this) at[q.peer] = -1;
+    std::sort(begin(), end(), [](const Queue& x, const Queue& y) { return x.peer < y.peer; });
+    peers.clear();
+    for (Queue& q : *this) peers.push_back(q.peer);
+  }
+};
+
+// A thread's queues, kept from call to call so that a small group allocates
+// nothing (runP2p never runs twice at once on one thread).
+struct Scratch {
+  Queues send, recv;
+  std::vector<const CollArgs*> selfSends, selfRecvs;
+  // Starts a call; `at` stays all -1 between calls, even when one fails midway.
+  void reset() {
+    for (Queues* qs : {&send, &recv}) {
+      for (Queue& q : *qs)
+        if (static_cast<size_t>(q.peer) < qs->at.size()) qs->at[q.peer] = -1;
+      qs->used = 0;
+    }
+    selfSends.clear();
+    selfRecvs.clear();
+  }
 };
 
 size_t bytesOf(const CollArgs& a) { return a.count * typeSize(a.type); }
@@ -52,14 +103,29 @@ ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& send
 // Nothing moved for a while: asleep until a peer frees a slot of a blocked send
 // or posts to a waiting receive (transport/fifo_sleep.h), at most 10 ms, so
 // that the deadline and liveness checks go on.
-template <typename Queues>
 void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
   FifoSleepSet s;
-  for (auto& kv : sendQ)  // nothing moved: the FIFO is full, head is here
-    if (!kv.second.msgs.empty()) s.head(kv.second.conn->fifo.ctrl, kv.second.conn->step - kSlots);
-  for (auto& kv : recvQ)  // slots drained: a tail past it is data
-    if (!kv.second.msgs.empty()) s.tail(kv.second.conn->fifo.ctrl, kv.second.conn->step);
+  for (Queue& q : sendQ)  // nothing moved: the FIFO is full, head is here
+    if (q.open()) s.head(q.conn->fifo.ctrl, q.conn->step - kSlots);
+  for (Queue& q : recvQ)  // slots drained: a tail past it is data
+    if (q.open()) s.tail(q.conn->fifo.ctrl, q.conn->step);
   s.sleep(10);
+}
+
+// Each queue's connection: from the communicator's list by peer, or made
+// (every missing one at once, as its peers ask for theirs) and listed.
+ncclResult_t connect(ncclComm* comm, Queues& sendQ, std::vector<Connection*>* sendTo, Queues& recvQ,
+                     std::vector<Connection*>* recvFrom) {
+  bool known = true;
+  for (auto [qs, list] : {std::pair{&sendQ, sendTo}, std::pair{&recvQ, recvFrom}}) {
+    list->resize(comm->nranks, nullptr);
+    for (Queue& q : *qs) known = known && (q.conn = (*list)[q.peer]) != nullptr;
+  }
+  if (known) return ncclSuccess;
+  NCCLCHECK(getConnections(comm, sendQ.peers, recvQ.peers, kTagP2p, &sendQ.conns, &recvQ.conns));
+  for (size_t i = 0; i < sendQ.used; ++i) (*sendTo)[sendQ.peers[i]] = sendQ.all[i].conn = sendQ.conns[i];
+  for (size_t i = 0; i < recvQ.used; ++i) (*recvFrom)[recvQ.peers[i]] = recvQ.all[i].conn = recvQ.conns[i];
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -74,39 +140,36 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     return ncclInvalidUsage;
   }
   NCCLCHECK(devBeforeHostOp(comm));
-  std::vector<const CollArgs*> selfSends, selfRecvs;
-  std::map<int, Queue> sendQ, recvQ;
+  thread_local Scratch scratch;
+  scratch.reset();
+  Queues& sendQ = scratch.send;
+  Queues& recvQ = scratch.recv;
   for (const CollArgs& a : ops) {
     bool send = a.kind == CollKind::Send;
     if (a.root == comm->rank) {
-      (send ? selfSends : selfRecvs).push_back(&a);
+      (send ? scratch.selfSends : scratch.selfRecvs).push_back(&a);
       continue;
     }
     Message m{&a, send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff),
               bytesOf(a)};
-    (send ? sendQ : recvQ)[a.root].msgs.push_back(m);
+    (send ? sendQ : recvQ).add(a.root, m);
   }
-  NCCLCHECK(copyToSelf(comm, selfSends, selfRecvs));
-  if (sendQ.empty() && recvQ.empty()) return ncclSuccess;
+  NCCLCHECK(copyToSelf(comm, scratch.selfSends, scratch.selfRecvs));
+  if (sendQ.used == 0 && recvQ.used == 0) return ncclSuccess;
 
-  std::vector<int> sendTo, recvFrom;
-  for (auto& kv : sendQ) sendTo.push_back(kv.first);
-  for (auto& kv : recvQ) recvFrom.push_back(kv.first);
-  std::vector<Connection*> sends, recvs;
-  NCCLCHECK(getConnections(comm, sendTo, recvFrom, kTagP2p, &sends, &recvs));
-  for (size_t i = 0; i < sendTo.size(); ++i) sendQ[sendTo[i]].conn = sends[i];
-  for (size_t i = 0; i < recvFrom.size(); ++i) recvQ[recvFrom[i]].conn = recvs[i];
+  sendQ.sortByPeer();
+  recvQ.sortByPeer();
+  NCCLCHECK(connect(comm, sendQ, &comm->p2pSendTo, recvQ, &comm->p2pRecvFrom));
 
   Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; the proxies move the frames
   Backoff backoff;
-  size_t open = sendQ.size() + recvQ.size();
+  size_t open = sendQ.used + recvQ.used;
   while (open > 0) {
     bool moved = false;
     open = 0;
-    for (auto& kv : sendQ) {
-      Queue& q = kv.second;
-      while (!q.msgs.empty()) {
-        Message& m = q.msgs.front();
+    for (Queue& q : sendQ) {
+      while (q.open()) {
+        Message& m = q.msgs[q.head];
         while (m.done < m.bytes && steps.sendReady(q.conn)) {
           size_t n = std::min(q.conn->fifo.slotBytes, m.bytes - m.done);
           memcpy(q.conn->fifo.slot(q.conn->step), m.buf + m.done, n);
@@ -115,14 +178,13 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
           moved = true;
         }
         if (m.done < m.bytes) break;
-        q.msgs.pop_front();
+        ++q.head;
       }
-      open += !q.msgs.empty();
+      open += q.open();
     }
-    for (auto& kv : recvQ) {
-      Queue& q = kv.second;
-      while (!q.msgs.empty()) {
-        Message& m = q.msgs.front();
+    for (Queue& q : recvQ) {
+      while (q.open()) {
+        Message& m = q.msgs[q.head];
         while (m.done < m.bytes && steps.recvReady(q.conn)) {
           size_t n = std::min(q.conn->fifo.slotBytes, m.bytes - m.done);
           const char* data;
@@ -133,19 +195,19 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
           moved = true;
         }
         if (m.done < m.bytes) break;
-        q.msgs.pop_front();
+        ++q.head;
       }
-      open += !q.msgs.empty();
+      open += q.open();
     }
     if (moved) {
       backoff.reset();
       continue;
     }
     if (open > 0 && backoff.checkNow()) {
-      for (auto& kv : sendQ)
-        if (!kv.second.msgs.empty()) NCCLCHECK(steps.check(kv.second.conn));
-      for (auto& kv : recvQ)
-        if (!kv.second.msgs.empty()) NCCLCHECK(steps.check(kv.second.conn));
+      for (Queue& q : sendQ)
+        if (q.open()) NCCLCHECK(steps.check(q.conn));
+      for (Queue& q : recvQ)
+        if (q.open()) NCCLCHECK(steps.check(q.conn));
     }
     if (open > 0 && !backoff.napping()) backoff.pause();
     else if (open > 0) sleepOnQueues(sendQ, recvQ);

@@ -131,6 +131,9 @@ struct ncclComm {
   // (any thread, e.g. a proxy or the one-sided receiver) walks them.
   std::map<std::pair<int, int>, accl::ConnPtr> sendConns, recvConns;
   std::recursive_mutex connMu;
+  // The point-to-point connections (kTagP2p) by peer, once made: what runP2p
+  // asks for on every call, read there without connMu (only that thread writes them).
+  std::vector<accl::Connection*> p2pSendTo, p2pRecvFrom;
   std::map<int, accl::UserOp> userOps;                // ncclRedOp_t value -> op (ids are unique per process)
   std::set<accl::Registration*> registrations;        // ncclCommRegister handles (freed with the comm)
   uint64_t opCount = 0;
