@@ -18,13 +18,12 @@ from ._enums import Result
 _tls = threading.local()
 _IN_PROGRESS = int(Result.IN_PROGRESS)  # a plain int: comparing with the IntEnum costs more
 
-# How many groups are open in all threads together. Every collective asks
-# current() after its call; while this is 0 (nearly always) that is one global
-# read instead of a thread-local lookup. Changed under _open_lock (a `+= 1`
-# can lose an update between threads); read without it, which is safe: a
+# One entry per group open in any thread. Every collective asks current()
+# after its call; while this is empty (nearly always) that is one global read
+# instead of a thread-local lookup. list.append and list.pop are atomic, so
+# threads need no lock to count (a `+= 1` on an int could lose an update); a
 # thread's own groups are counted before it can call anything inside them.
-open_count = 0
-_open_lock = threading.Lock()
+open_groups: list = []
 
 
 def _stack() -> list[Group]:
@@ -34,23 +33,9 @@ def _stack() -> list[Group]:
     return stack
 
 
-def _push(group: Group) -> None:
-    global open_count
-    with _open_lock:
-        _stack().append(group)
-        open_count += 1
-
-
-def _pop() -> None:
-    global open_count
-    with _open_lock:
-        _stack().pop()
-        open_count -= 1
-
-
 def current() -> Group | None:
     """The innermost open group of this thread, or None."""
-    if not open_count:
+    if not open_groups:
         return None
     stack = _stack()
     return stack[-1] if stack else None
@@ -64,6 +49,8 @@ class Group:
         estimated_time: after a simulated outermost group, the library's
             prediction in microseconds (None otherwise).
     """
+
+    __slots__ = ("simulate", "estimated_time", "_keep", "_comms", "_pending", "_open", "_used")
 
     def __init__(self, *, simulate: bool = False):
         self.simulate = bool(simulate)
@@ -101,14 +88,16 @@ class Group:
             raise RuntimeError("a Group can be entered only once (make a new one)")
         _accl.group_start()
         self._used = self._open = True
-        _push(self)
+        _stack().append(self)
+        open_groups.append(None)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         stack = _stack()
         if not stack or stack[-1] is not self:
             raise RuntimeError("groups must end in the reverse order they were started")
-        _pop()
+        stack.pop()
+        open_groups.pop()
         self._open = False
         outer = stack[-1] if stack else None
         if outer is not None:

@@ -336,7 +336,7 @@ class Communicator:
         if self._pending:
             return -1
         state = _accl.coll_fast(kind, self._comm, send, recv, op, root)
-        if state > 0 or (state == 0 and _group.open_count):
+        if state > 0 or (state == 0 and _group.open_groups):
             self._done(kind, state, send, recv)
         return state
 
@@ -367,7 +367,7 @@ class Communicator:
             # calling anything for every other call, which the general path
             # below checks, runs or refuses with its documented errors.
             state = _accl.all_reduce_fast(self._comm, send, recv, op)
-            if state == 0 and not _group.open_count:
+            if state == 0 and not _group.open_groups:
                 return recv  # done, and no group to hold the arrays (the usual case)
             if state >= 0:
                 self._done(_ALLREDUCE, state, send, recv)

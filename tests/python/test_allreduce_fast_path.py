@@ -167,11 +167,11 @@ def test_fast_path_returns_the_documented_objects(comm1):
 def test_fast_path_in_a_group_holds_the_arrays(comm1):
     x = np.full(5, 3.0)
     with accl.group() as g:
-        assert _group.open_count >= 1
+        assert len(_group.open_groups) >= 1
         out = comm1.allreduce(x)
         assert any(o is x for o in g._keep) and any(o is out for o in g._keep)
     np.testing.assert_array_equal(out, x)
-    assert _group.open_count == 0
+    assert len(_group.open_groups) == 0
 
 
 def test_non_blocking_communicator_through_the_fast_path():
@@ -182,15 +182,15 @@ def test_non_blocking_communicator_through_the_fast_path():
 
 
 def test_open_group_count_follows_every_thread():
-    assert _group.open_count == 0
+    assert len(_group.open_groups) == 0
     with accl.group():
         with accl.group():
-            assert _group.open_count == 2
-        assert _group.open_count == 1
+            assert len(_group.open_groups) == 2
+        assert len(_group.open_groups) == 1
     with pytest.raises(KeyError):
         with accl.group():
             raise KeyError("boom")
-    assert _group.open_count == 0
+    assert len(_group.open_groups) == 0
 
     inside, release = threading.Barrier(5), threading.Event()
 
@@ -203,9 +203,9 @@ def test_open_group_count_follows_every_thread():
     for t in threads:
         t.start()
     inside.wait()
-    assert _group.open_count == 4
+    assert len(_group.open_groups) == 4
     assert _group.current() is None  # this thread has none open
     release.set()
     for t in threads:
         t.join()
-    assert _group.open_count == 0
+    assert len(_group.open_groups) == 0

@@ -211,7 +211,7 @@ def test_fast_path_in_a_group_holds_the_arrays(comm1):
         comm1.recv(out, 0)
         assert any(o is x for o in g._keep) and any(o is out for o in g._keep)
     np.testing.assert_array_equal(out, x)
-    assert _group.open_count == 0
+    assert len(_group.open_groups) == 0
 
 
 def test_closed_communicator_declines_then_raises():
