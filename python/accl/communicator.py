@@ -649,6 +649,23 @@ class Communicator:
         self._run(_RECV, None, out, out.size, out.dtype, root=operator.index(peer))
         return out
 
+    def sendrecv(self, send: Any, dest: int, recv: Any, source: int) -> np.ndarray:
+        """ncclSend of `send` to rank `dest` and ncclRecv from rank `source`
+        in one group, as MPI_Sendrecv: a ring shift or a pairwise exchange in
+        one call. Returns the array received into; `recv` is what recv()
+        takes (an array to fill, or a (shape, dtype) pair). Inside an open
+        group both are queued there, like any call."""
+        if not self._pending and type(recv) is np.ndarray:
+            state = _accl.sendrecv_fast(self._comm, send, dest, recv, source)
+            if state >= 0:
+                if state > 0 or _group.open_groups:
+                    self._done(_SEND, state, send, recv)
+                return recv
+        with _group.group():
+            self.send(send, dest)
+            out = self.recv(recv, source)
+        return out
+
     # -- groups, operators, communicators -----------------------------------
     @staticmethod
     def group(*, simulate: bool = False) -> _group.Group:

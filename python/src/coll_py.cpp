@@ -355,6 +355,48 @@ int collFast(int kind, const Comm& c, nb::handle send, nb::handle recv, nb::hand
   return run(kind, comm, sb, rb, static_cast<size_t>(count), dt, red, peer);
 }
 
+// Communicator.sendrecv: ncclSend of `send` to `dest` and ncclRecv into
+// `recv` from `source` in one group, for the common case (separate native
+// arrays of one dtype, peers in range); -1 (nothing called) otherwise. One
+// call and one GIL release instead of a Python group around two methods.
+int sendRecvFast(const Comm& c, nb::handle send, nb::handle dest, nb::handle recv, nb::handle source) {
+  int to = 0, from = 0;
+  if (!c.alive() || !rootOf(dest, &to) || !rootOf(source, &from)) return -1;
+  View s, r;
+  if (!s.take(send.ptr(), false) || !r.take(recv.ptr(), true)) return -1;
+  const int dt = datatypeOf(s.buf);
+  if (dt < 0 || datatypeOf(r.buf) != dt || overlap(s.buf, r.buf)) return -1;
+  ncclComm_t comm = c.get("ncclSend");
+  int nranks = 1;
+  check(api().ncclCommCount(comm, &nranks), "ncclCommCount");
+  if (to < 0 || to >= nranks || from < 0 || from >= nranks) return -1;
+  const auto type = static_cast<ncclDataType_t>(dt);
+  const size_t sendCount = static_cast<size_t>(s.buf.len / s.buf.itemsize);
+  const size_t recvCount = static_cast<size_t>(r.buf.len / r.buf.itemsize);
+  ncclResult_t res;
+  const char* call = "ncclGroupStart";
+  {
+    nb::gil_scoped_release nogil;
+    res = api().ncclGroupStart();
+    if (res == ncclSuccess) {
+      call = "ncclSend";
+      res = api().ncclSend(s.buf.buf, sendCount, type, to, comm, nullptr);
+      if (res == ncclSuccess) {
+        call = "ncclRecv";
+        res = api().ncclRecv(r.buf.buf, recvCount, type, from, comm, nullptr);
+      }
+      if (res == ncclSuccess) {
+        call = "ncclGroupEnd";
+        res = api().ncclGroupEnd();
+      } else {  // close the group without running what it holds
+        ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+        (void)api().ncclGroupSimulateEnd(&sim);
+      }
+    }
+  }
+  return static_cast<int>(check(res, call, /*allowInProgress=*/true));
+}
+
 // ---- groups ----------------------------------------------------------------
 void groupStart() { check(api().ncclGroupStart(), "ncclGroupStart"); }
 
@@ -440,6 +482,10 @@ void register_coll(nb::module_& m) {
         nb::arg("recv").none(), nb::arg("op").none(), nb::arg("root").none(),
         "The other calls of coll() (kind 1-9) for their common case (see coll_py.cpp); -1 where "
         "the arguments are not that case and nothing was called (the method then checks them).");
+  m.def("sendrecv_fast", &sendRecvFast, nb::arg("comm"), nb::arg("send").none(), nb::arg("dest").none(),
+        nb::arg("recv").none(), nb::arg("source").none(),
+        "ncclSend and ncclRecv in one group for the common case (see coll_py.cpp); -1 where the arguments "
+        "are not that case and nothing was called (Communicator.sendrecv then checks them).");
   m.def("bcast", &bcast, nb::arg("comm"), nb::arg("buff").noconvert(), nb::arg("count"),
         nb::arg("datatype"), nb::arg("root"), "ncclBcast (in place).");
   m.def("group_start", &groupStart, "ncclGroupStart.");

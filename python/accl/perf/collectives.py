@@ -139,15 +139,8 @@ def _want_sendrecv(rank, n, root, c, dtype, op):
 
 
 def _sendrecv(comm, send, recv, op, root):
-    import accl
-
     nxt, prev = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
-
-    def call():
-        with accl.group():
-            comm.send(send, nxt)
-            comm.recv(recv, prev)
-    return call
+    return functools.partial(comm.sendrecv, send, nxt, recv, prev)
 
 
 def _scatter(comm, send, recv, op, root):
