@@ -179,6 +179,11 @@ static void collectives(int rank, ncclComm_t comm, float* sendWin, float* recvWi
   CHECK(ncclAlltoAll(recv, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "alltoall in place");
   for (int r = 0; r < nranks; ++r)
     for (size_t i = 0; i < n; ++i) CHECK(recv[r * n + i] == in(r, rank * n + i), "alltoall in place: %d %zu", r, i);
+  fill(send, rank, total); /* rank 1 in place, the others not */
+  fill(recv, rank, total);
+  CHECK(ncclAlltoAll(rank == 1 ? recv : send, recv, n, ncclFloat, comm, NULL) == ncclSuccess, "alltoall, mixed");
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < n; ++i) CHECK(recv[r * n + i] == in(r, rank * n + i), "alltoall, mixed: %d %zu", r, i);
   const int last = nranks - 1;
   fill(send, rank, n);
   CHECK(ncclGather(send, recv, n, ncclFloat, last, comm, NULL) == ncclSuccess, "gather");
