@@ -42,11 +42,6 @@ bool runsAsSendRecv(CollKind k);
 // The sends and receives of such a call (an in-place all-to-all's from a copy
 // of its input, which the ops hold in `keep`).
 ncclResult_t asSendRecv(const CollArgs& a, std::vector<CollArgs>* ops);
-// The host copy of an in-place all-to-all's input, but for block `skip` (the
-// rank's own when the buffers coincide: it stays where it is; -1: none), in
-// the communicator's reused buffer, which *out holds until the call is done.
-ncclResult_t hostStagingCopy(ncclComm* comm, const void* src, size_t block, int skip, std::shared_ptr<void>* out);
-bool overlaps(const void* a, const void* b, size_t bytes);
 
 // Runs one collective to completion on the calling thread (host mode).
 ncclResult_t runCollective(const CollArgs& args);

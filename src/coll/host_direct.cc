@@ -44,11 +44,11 @@ const char* opName(OpKind k) {
 // Whether the other ranks' part of the call reads rank k's input (writes its output).
 bool sharesSend(CollKind c, int k, int root) {
   return c == CollKind::AllReduce || c == CollKind::Reduce || c == CollKind::ReduceScatter ||
-         c == CollKind::AllToAll || ((c == CollKind::Broadcast || c == CollKind::Scatter) && k == root);
+         (c == CollKind::Broadcast && k == root);
 }
 bool sharesRecv(CollKind c, int k, int root) {
   return c == CollKind::AllReduce || c == CollKind::AllGather || c == CollKind::Broadcast ||
-         ((c == CollKind::Reduce || c == CollKind::Gather) && k == root);
+         (c == CollKind::Reduce && k == root);
 }
 
 // The buffers of one call: every rank's input and output (both empty where no
@@ -75,12 +75,6 @@ struct Call {
     }
     *p = tmp;
     return attach(k, false, in[k].there + at, tmp, bytes);
-  }
-  // Rank k's input bytes [at, at + bytes) into `dst`, in this process.
-  ncclResult_t readInto(int k, size_t at, char* dst, size_t bytes) const {
-    if (!in[k].here) return attach(k, false, in[k].there + at, dst, bytes);
-    if (in[k].here + at != dst) memcpy(dst, in[k].here + at, bytes);
-    return ncclSuccess;
   }
   bool inPlace(int k) const {
     return in[k].here ? in[k].here == out[k].here : in[k].there == out[k].there;
@@ -241,34 +235,6 @@ ncclResult_t movePart(const Call& c) {
   return ncclSuccess;
 }
 
-// All-to-all, gather and scatter: this rank's blocks, each copied once. Every
-// rank pulls its own output's blocks (all-to-all: block `me` of every input;
-// scatter: block `me` of the root's), or pushes its input into the root's
-// output (gather), so the ranks copy at the same time. Through cross memory
-// attach each block goes straight between the two buffers, with no scratch.
-ncclResult_t moveBlocks(const Call& c) {
-  const CollArgs& a = *c.a;
-  const size_t block = a.count * c.esize, step = size_t{1} << 20;  // the abort flag is looked at every step
-  const int n = c.n, me = c.me;
-  char* out = c.out[me].here;
-  const bool ownInPlace = a.sendbuff == a.recvbuff;  // an all-to-all's own block stays where it is
-  for (int j = 0; j < (a.kind == CollKind::AllToAll ? n : 1); ++j) {
-    const int k = (me + j) % n;
-    if (a.kind == CollKind::AllToAll && k == me && ownInPlace) continue;
-    for (size_t at = 0; at < block; at += step) {
-      if (c.comm->abortFlag.load(std::memory_order_relaxed)) return commAbortedResult(c.comm, a.opName);
-      const size_t len = std::min(step, block - at);
-      switch (a.kind) {
-        case CollKind::AllToAll: NCCLCHECK(c.readInto(k, me * block + at, out + k * block + at, len)); break;
-        case CollKind::Gather: NCCLCHECK(c.write(a.root, me * block + at, c.in[me].here + at, len)); break;
-        case CollKind::Scatter: NCCLCHECK(c.readInto(a.root, me * block + at, out + at, len)); break;
-        default: return ncclInternalError;
-      }
-    }
-  }
-  return ncclSuccess;
-}
-
 // A call of at most kInlineBytes: every rank computes its whole result from
 // the inputs in the slots' segment, in rank order (so every rank's result is
 // the same bits). The next call uses the other payloads, and the one after
@@ -336,24 +302,14 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // receives.
   const int64_t largest = static_cast<int64_t>(std::max(sendBytes, recvBytes));
   const bool inlined = largest <= d->inlineBytes;
-  // All-to-all, gather and scatter run direct only where every rank reaches
-  // every buffer (an in-place all-to-all's input is a staging copy, in no window).
-  if (!inlined && (largest < d->minBytes || (runsAsSendRecv(a.kind) && !d->anyBuffer))) return ncclSuccess;
-  // An in-place all-to-all's input, which the others read while this rank
-  // writes its output over it: they read a copy.
-  std::shared_ptr<void> staged;
-  const void* sendbuff = a.sendbuff;
-  if (!inlined && allToAll && overlaps(a.sendbuff, a.recvbuff, sendBytes)) {
-    NCCLCHECK(hostStagingCopy(comm, a.sendbuff, a.count * esize, a.sendbuff == a.recvbuff ? me : -1, &staged));
-    sendbuff = staged.get();
-  }
+  if (!inlined && (largest < d->minBytes || runsAsSendRecv(a.kind))) return ncclSuccess;
   // Each buffer that others touch, as the others find it: in a window that
   // every rank mapped, or at its address. Without anyBuffer only windows do,
   // and NCCL's contract for NCCL_WIN_COLL_SYMMETRIC makes every rank decide alike.
   int sendWin = -1, recvWin = -1;
-  size_t sendAt = reinterpret_cast<uintptr_t>(sendbuff), recvAt = reinterpret_cast<uintptr_t>(a.recvbuff);
+  size_t sendAt = reinterpret_cast<uintptr_t>(a.sendbuff), recvAt = reinterpret_cast<uintptr_t>(a.recvbuff);
   if (!inlined && sharesSend(a.kind, me, a.root) &&
-      !rmaFindSymmetric(comm, sendbuff, sendBytes, &sendWin, &sendAt) && !d->anyBuffer)
+      !rmaFindSymmetric(comm, a.sendbuff, sendBytes, &sendWin, &sendAt) && !d->anyBuffer)
     return ncclSuccess;
   if (!inlined && sharesRecv(a.kind, me, a.root) &&
       !rmaFindSymmetric(comm, a.recvbuff, recvBytes, &recvWin, &recvAt) && !d->anyBuffer)
@@ -493,7 +449,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
          "%d through cross memory attach, %d in this process", comm->name.c_str(), me, a.opName, viaWindow,
          viaAttach, viaAddress);
   }
-  r = runsAsSendRecv(a.kind) ? moveBlocks(c) : movePart(c);
+  r = movePart(c);
   if (r != ncclSuccess) return fail(r);
   mine.finished.store(call, std::memory_order_release);
   r = waitAll(comm, *d, a.opName, "to finish",

@@ -12,25 +12,16 @@
 namespace accl {
 namespace {
 
-CollArgs sendRecv(const CollArgs& a, CollKind kind, int peer, const void* send, void* recv) {
-  CollArgs o = a;
-  o.kind = kind;
-  o.root = peer;
-  o.sendbuff = send;
-  o.recvbuff = recv;
-  return o;
-}
-
-}  // namespace
-
 bool overlaps(const void* a, const void* b, size_t bytes) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return x < y + bytes && y < x + bytes;
 }
 
-// The communicator keeps the buffer and reuses it once no running operation
-// holds it any more (use_count 1): a fresh allocation on every call faulted
-// in every page, which made the call three times slower than out of place.
+// The host copy of an in-place all-to-all's input, but for block `skip` (the
+// rank's own when the buffers coincide: it stays where it is). The communicator
+// keeps the buffer and reuses it once no running operation holds it any more
+// (use_count 1): a fresh allocation on every call faulted in every page, which
+// made the call three times slower than out of place.
 ncclResult_t hostStagingCopy(ncclComm* comm, const void* src, size_t block, int skip, std::shared_ptr<void>* out) {
   const size_t bytes = block * comm->nranks;
   if (!comm->alltoallStaging || comm->alltoallStaging.use_count() > 1 || comm->alltoallStagingBytes < bytes) {
@@ -51,6 +42,17 @@ ncclResult_t hostStagingCopy(ncclComm* comm, const void* src, size_t block, int 
   *out = comm->alltoallStaging;
   return ncclSuccess;
 }
+
+CollArgs sendRecv(const CollArgs& a, CollKind kind, int peer, const void* send, void* recv) {
+  CollArgs o = a;
+  o.kind = kind;
+  o.root = peer;
+  o.sendbuff = send;
+  o.recvbuff = recv;
+  return o;
+}
+
+}  // namespace
 
 bool runsAsSendRecv(CollKind k) { return k == CollKind::AllToAll || k == CollKind::Gather || k == CollKind::Scatter; }
 
