@@ -112,19 +112,23 @@ void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
   s.sleep(10);
 }
 
-// Each queue's connection: from the communicator's list by peer, or made
+// Each queue's connection: from the communicator's lists by peer, or made
 // (every missing one at once, as its peers ask for theirs) and listed.
-ncclResult_t connect(ncclComm* comm, Queues& sendQ, std::vector<Connection*>* sendTo, Queues& recvQ,
-                     std::vector<Connection*>* recvFrom) {
+ncclResult_t connect(ncclComm* comm, Queues& sendQ, Queues& recvQ) {
+  using List = std::atomic<Connection*>*;
+  const std::pair<Queues*, List> sides[2] = {{&sendQ, comm->p2pSendTo.get()}, {&recvQ, comm->p2pRecvFrom.get()}};
   bool known = true;
-  for (auto [qs, list] : {std::pair{&sendQ, sendTo}, std::pair{&recvQ, recvFrom}}) {
-    list->resize(comm->nranks, nullptr);
-    for (Queue& q : *qs) known = known && (q.conn = (*list)[q.peer]) != nullptr;
-  }
+  for (auto [qs, list] : sides)
+    for (Queue& q : *qs) known = known && list && (q.conn = list[q.peer].load(std::memory_order_acquire));
   if (known) return ncclSuccess;
   NCCLCHECK(getConnections(comm, sendQ.peers, recvQ.peers, kTagP2p, &sendQ.conns, &recvQ.conns));
-  for (size_t i = 0; i < sendQ.used; ++i) (*sendTo)[sendQ.peers[i]] = sendQ.all[i].conn = sendQ.conns[i];
-  for (size_t i = 0; i < recvQ.used; ++i) (*recvFrom)[recvQ.peers[i]] = recvQ.all[i].conn = recvQ.conns[i];
+  for (auto [qs, list] : sides) {
+    const std::vector<Connection*>& conns = qs == &sendQ ? sendQ.conns : recvQ.conns;
+    for (size_t i = 0; i < qs->used; ++i) {
+      qs->all[i].conn = conns[i];
+      if (list) list[qs->peers[i]].store(conns[i], std::memory_order_release);
+    }
+  }
   return ncclSuccess;
 }
 
@@ -159,7 +163,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
 
   sendQ.sortByPeer();
   recvQ.sortByPeer();
-  NCCLCHECK(connect(comm, sendQ, &comm->p2pSendTo, recvQ, &comm->p2pRecvFrom));
+  NCCLCHECK(connect(comm, sendQ, recvQ));
 
   Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; the proxies move the frames
   Backoff backoff;

@@ -166,6 +166,8 @@ void logVersionOnce(const ModeInfo& mode) {
 ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank) {
   comm->rank = rank;
   comm->nranks = nranks;
+  comm->p2pSendTo.reset(new std::atomic<Connection*>[nranks]());
+  comm->p2pRecvFrom.reset(new std::atomic<Connection*>[nranks]());
   const ModeInfo& mode = queryMode();
   logVersionOnce(mode);
   comm->deviceMode = mode.device && comm->cudaDev >= 0;  // cudaDev: chosen by the API call (devChoose)

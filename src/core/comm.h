@@ -131,9 +131,11 @@ struct ncclComm {
   // (any thread, e.g. a proxy or the one-sided receiver) walks them.
   std::map<std::pair<int, int>, accl::ConnPtr> sendConns, recvConns;
   std::recursive_mutex connMu;
-  // The point-to-point connections (kTagP2p) by peer, once made: what runP2p
-  // asks for on every call, read there without connMu (only that thread writes them).
-  std::vector<accl::Connection*> p2pSendTo, p2pRecvFrom;
+  // The point-to-point connections (kTagP2p) by peer (nranks entries, made at
+  // init), each set once its connection exists: what runP2p asks for on every
+  // call, without connMu (the rank's thread and, between hosts with device
+  // buffers, the staging proxy both run it).
+  std::unique_ptr<std::atomic<accl::Connection*>[]> p2pSendTo, p2pRecvFrom;
   std::map<int, accl::UserOp> userOps;                // ncclRedOp_t value -> op (ids are unique per process)
   std::set<accl::Registration*> registrations;        // ncclCommRegister handles (freed with the comm)
   uint64_t opCount = 0;
@@ -143,7 +145,7 @@ struct ncclComm {
   accl::DevStatePtr dev;       // device mode only
   accl::RmaPtr rma;            // windows and one-sided operations (from the first window)
   // The host copy an in-place all-to-all sends from, kept for the next call:
-  // reused while no queued operation still holds it (api/coll_api.cc).
+  // reused while no queued operation still holds it (coll/send_recv_colls.cc).
   std::shared_ptr<void> alltoallStaging;
   size_t alltoallStagingBytes = 0;
   // This rank's "stopped" word in the host direct collectives' slots
