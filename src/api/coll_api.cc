@@ -122,7 +122,6 @@ CollArgs make(CollKind kind, const char* name, const void* send, void* recv, siz
   return a;
 }
 
-
 }  // namespace
 
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,

@@ -9,13 +9,12 @@ their documented result or error. Correctness only: no timing here.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import accl
 from accl import _accl, _group
+from test_collectives import run_ranks
 
 HOST_MODE = not accl.query_mode()[0]
 pytestmark = pytest.mark.skipif(not HOST_MODE, reason="host arrays need host mode")
@@ -82,36 +81,26 @@ def _calls(rank: int):
 
 
 def test_fast_path_runs_every_call_right_at_three_ranks():
-    uid = accl.get_unique_id()
-    results, errors = {}, []
+    def body(comm):
+        rank, results = comm.rank, {}
+        for name, kind, send, recv, op, root, want in _calls(rank):
+            assert fast(comm, kind, send, recv, op, root) == 0, (rank, name)
+            results[name] = (recv, want)
+        # send and recv, a ring shift in a group (both through the fast path)
+        # The arrays outlive the group: queued calls read them at its end
+        # (the methods' group holds them; these direct calls bypass it).
+        mine, got = inputs(rank, COUNT).astype(np.float64), np.zeros(COUNT, np.float64)
+        with accl.group():
+            assert fast(comm, SEND, mine, None, None, (rank + 1) % N) == 0
+            assert fast(comm, RECV, None, got, None, (rank - 1) % N) == 0
+        results["send/recv"] = (got, inputs((rank - 1) % N, COUNT).astype(np.float64))
+        return results
 
-    def rank_main(rank: int):
-        try:
-            with accl.Communicator(N, uid, rank) as comm:
-                for name, kind, send, recv, op, root, want in _calls(rank):
-                    assert fast(comm, kind, send, recv, op, root) == 0, (rank, name)
-                    results[(rank, name)] = (recv, want)
-                # send and recv, a ring shift in a group (both through the fast path)
-                # The arrays outlive the group: queued calls read them at its end
-                # (the methods' group holds them; these direct calls bypass it).
-                mine, got = inputs(rank, COUNT).astype(np.float64), np.zeros(COUNT, np.float64)
-                with accl.group():
-                    assert fast(comm, SEND, mine, None, None, (rank + 1) % N) == 0
-                    assert fast(comm, RECV, None, got, None, (rank - 1) % N) == 0
-                results[(rank, "send/recv")] = (got, inputs((rank - 1) % N, COUNT).astype(np.float64))
-        except BaseException as e:  # reported below, in the test's thread
-            errors.append((rank, e))
-
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(N)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    assert len(results) == N * (len(_calls(0)) + 1)
-    for (rank, name), (got, want) in results.items():
-        if want is not None:
-            np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}: {name}")
+    for rank, results in enumerate(run_ranks(N, body)):
+        assert len(results) == len(_calls(0)) + 1
+        for name, (got, want) in results.items():
+            if want is not None:
+                np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}: {name}")
 
 
 @pytest.fixture

@@ -5,13 +5,12 @@ accl.group() otherwise. Correctness only: no timing here.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import accl
 from accl import _accl, _group
+from test_collectives import run_ranks
 
 HOST_MODE = not accl.query_mode()[0]
 pytestmark = pytest.mark.skipif(not HOST_MODE, reason="host arrays need host mode")
@@ -25,36 +24,26 @@ def block(rank: int, elements: int, dtype=np.float64) -> np.ndarray:
 
 def test_ring_shifts_at_three_ranks():
     # Rank r sends r + 2 elements to r + 1, so every rank receives a count of
-    # its own; then a pairwise exchange with the rank two away; then a
-    # (shape, dtype) receive, which takes the method's general path.
-    uid = accl.get_unique_id()
-    errors, results = [], {}
+    # its own; then the other way round; then a (shape, dtype) receive, which
+    # takes the method's general path.
+    def body(comm):
+        rank, got = comm.rank, {}
+        nxt, prev = (rank + 1) % N, (rank - 1) % N
+        out = np.zeros(prev + 2)
+        assert _accl.sendrecv_fast(comm._comm, block(rank, rank + 2), nxt, out, prev) == 0
+        got["fast"] = (out, block(prev, prev + 2))
+        out = np.zeros(5, np.int32)
+        assert comm.sendrecv(block(rank, 5, np.int32), prev, out, nxt) is out
+        got["backwards"] = (out, block(nxt, 5, np.int32))
+        made = comm.sendrecv(block(rank, 6), nxt, ((2, 3), np.float64), prev)
+        got["allocated"] = (made, block(prev, 6).reshape(2, 3))
+        return got
 
-    def rank_main(rank: int):
-        try:
-            with accl.Communicator(N, uid, rank) as comm:
-                nxt, prev = (rank + 1) % N, (rank - 1) % N
-                got = np.zeros(prev + 2)
-                assert _accl.sendrecv_fast(comm._comm, block(rank, rank + 2), nxt, got, prev) == 0
-                results[(rank, "fast")] = (got, block(prev, prev + 2))
-                got = np.zeros(5, np.int32)
-                assert comm.sendrecv(block(rank, 5, np.int32), prev, got, nxt) is got
-                results[(rank, "backwards")] = (got, block(nxt, 5, np.int32))
-                made = comm.sendrecv(block(rank, 6), nxt, ((2, 3), np.float64), prev)
-                results[(rank, "allocated")] = (made, block(prev, 6).reshape(2, 3))
-        except BaseException as e:  # reported below, in the test's thread
-            errors.append((rank, e))
-
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(N)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    assert len(results) == 3 * N
-    for (rank, name), (got, want) in results.items():
-        assert got.dtype == want.dtype and got.shape == want.shape, (rank, name)
-        np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}: {name}")
+    for rank, got in enumerate(run_ranks(N, body)):
+        assert len(got) == 3
+        for name, (out, want) in got.items():
+            assert out.dtype == want.dtype and out.shape == want.shape, (rank, name)
+            np.testing.assert_array_equal(out, want, err_msg=f"rank {rank}: {name}")
 
 
 @pytest.fixture
