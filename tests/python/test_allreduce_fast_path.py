@@ -23,12 +23,6 @@ NATIVE_DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64,
                  np.float16, np.float32, np.float64, np.intc, np.longlong, np.ulonglong]
 
 
-@pytest.fixture
-def comm1():
-    with accl.Communicator(1, accl.get_unique_id(), 0) as comm:
-        yield comm
-
-
 def fast(comm, send, recv, op="sum") -> int:
     return _accl.all_reduce_fast(comm._comm, send, recv, op)
 

@@ -103,12 +103,6 @@ def test_fast_path_runs_every_call_right_at_three_ranks():
                 np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}: {name}")
 
 
-@pytest.fixture
-def comm1():
-    with accl.Communicator(1, accl.get_unique_id(), 0) as comm:
-        yield comm
-
-
 def _declined():
     """(name, kind, send, recv, op, root): calls the fast path leaves to the methods."""
     x = np.arange(8, dtype=np.float32)

@@ -38,13 +38,6 @@ def allreduce_or_xfail(comm, *args, **kwargs):
         raise
 
 
-@pytest.fixture
-def comm1():
-    """A one-rank communicator."""
-    with accl.Communicator(1, accl.get_unique_id(), 0) as comm:
-        yield comm
-
-
 # -- constants and versions --------------------------------------------------
 C_NAMES = {
     accl.Result: {"SUCCESS": "ncclSuccess", "UNHANDLED_CUDA_ERROR": "ncclUnhandledCudaError",

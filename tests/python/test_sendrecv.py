@@ -46,12 +46,6 @@ def test_ring_shifts_at_three_ranks():
             np.testing.assert_array_equal(out, want, err_msg=f"rank {rank}: {name}")
 
 
-@pytest.fixture
-def comm1():
-    with accl.Communicator(1, accl.get_unique_id(), 0) as comm:
-        yield comm
-
-
 def test_to_self_and_inside_a_group(comm1):
     x = np.arange(4, dtype=np.float32)
     out = np.zeros(4, np.float32)
