@@ -154,6 +154,53 @@ def test_large_sends_copy_between_buffers(nranks):
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
 
+def test_direct_and_slot_sends_to_one_peer_keep_their_order():
+    # One group, two ranks: each sends its peer a large message (copied
+    # directly), a small one (through the slots), another large one and
+    # another small one, in that order; the receives match them by order.
+    comms = init_all(2)
+    s = streams(2)
+    rng = np.random.default_rng(7)
+    sizes = [(36 << 20) + 5, 1000, 40 << 20, 3]
+    src = [[cp.asarray(rng.integers(0, 256, n, dtype=np.uint8)) for n in sizes] for _ in range(2)]
+    dst = [[cp.zeros(n, cp.uint8) for n in sizes] for _ in range(2)]
+    cp.cuda.Device().synchronize()
+    with Group():
+        for r in range(2):
+            st = ctypes.c_void_p(s[r].ptr)
+            for k, n in enumerate(sizes):
+                check(lib.ncclSend(ptr(src[r][k]), n, 1, 1 - r, comms[r], st), "ncclSend")
+                check(lib.ncclRecv(ptr(dst[r][k]), n, 1, 1 - r, comms[r], st), "ncclRecv")
+    for r in range(2):
+        s[r].synchronize()
+        for k in range(len(sizes)):
+            assert bool(cp.array_equal(dst[r][k], src[1 - r][k])), (r, k)
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
+@pytest.mark.parametrize("count", [3, 1 << 10, (20 << 20) + 1])
+def test_alltoall_in_place(count):
+    # sendbuff == recvbuff: each rank's own block stays, the others are
+    # exchanged; CuPy's slices of copies taken before the call are the reference.
+    nranks = 3
+    comms = init_all(nranks)
+    s = streams(nranks)
+    rng = np.random.default_rng(count)
+    bufs = [cp.asarray(rng.integers(0, 256, count * nranks, dtype=np.uint8)) for _ in range(nranks)]
+    before = [b.copy() for b in bufs]
+    cp.cuda.Device().synchronize()
+    with Group():
+        for r in range(nranks):
+            check(lib.ncclAlltoAll(ptr(bufs[r]), ptr(bufs[r]), count, 1, comms[r], ctypes.c_void_p(s[r].ptr)), "a2a")
+    for r in range(nranks):
+        s[r].synchronize()
+        want = cp.concatenate([before[k][r * count:(r + 1) * count] for k in range(nranks)])
+        assert bool(cp.array_equal(bufs[r], want)), r
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
 @pytest.mark.parametrize("sent,expected", [(40 << 20, 36 << 20), (40 << 20, 1 << 20), (1 << 20, 40 << 20)],
                          ids=["both-direct", "direct-to-slots", "slots-to-direct"])
 def test_large_send_with_another_size_fails_cleanly(sent, expected):
