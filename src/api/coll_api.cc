@@ -72,23 +72,24 @@ ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
   return ncclSuccess;
 }
 
-// Runs a list of operations of one call as NCCL does: inside the caller's group
-// if there is one, else as a group of their own.
-ncclResult_t submitAll(const std::vector<CollArgs>& ops) {
-  if (ops.empty()) return ncclSuccess;
+// Runs the operations of one call as NCCL does: inside the caller's group if
+// there is one, else as a group of their own. (A pointer and a count, so that
+// a call of one operation allocates no list.)
+ncclResult_t submitAll(const CollArgs* ops, size_t n) {
+  if (n == 0) return ncclSuccess;
   if (accl::groupActive()) {
-    for (const CollArgs& a : ops) NCCLCHECK(accl::groupEnqueueColl(a));
+    for (size_t i = 0; i < n; ++i) NCCLCHECK(accl::groupEnqueueColl(ops[i]));
     return ncclSuccess;
   }
-  if (ops.size() == 1 && !accl::isP2p(ops[0].kind)) {
+  if (n == 1 && !accl::isP2p(ops[0].kind)) {
     accl::CommUse use(ops[0].comm);
     ncclResult_t r = accl::runCollective(ops[0]);
     ++ops[0].comm->opCount;
     return r;
   }
   NCCLCHECK(accl::groupStart());
-  for (const CollArgs& a : ops) {
-    ncclResult_t r = accl::groupEnqueueColl(a);
+  for (size_t i = 0; i < n; ++i) {
+    ncclResult_t r = accl::groupEnqueueColl(ops[i]);
     if (r != ncclSuccess) {
       accl::groupDiscard();
       return r;
@@ -103,7 +104,7 @@ size_t spanOf(ncclComm* comm) { return comm && accl::commValid(comm) ? comm->nra
 ncclResult_t submit(CollArgs a, unsigned needs, size_t span = 1) {
   NCCLCHECK(checkArgs(a, needs, span));
   if (a.count == 0) return ncclSuccess;
-  return submitAll({a});
+  return submitAll(&a, 1);
 }
 
 CollArgs make(CollKind kind, const char* name, const void* send, void* recv, size_t count, ncclDataType_t type,
@@ -210,10 +211,10 @@ namespace {
 ncclResult_t submitSendRecvColl(CollArgs a, unsigned needs, size_t span) {
   NCCLCHECK(checkArgs(a, needs, span));
   if (a.count == 0) return ncclSuccess;
-  if (!a.onDevice) return submitAll({a});
+  if (!a.onDevice) return submitAll(&a, 1);
   std::vector<CollArgs> ops;
   NCCLCHECK(accl::asSendRecv(a, &ops));
-  return submitAll(ops);
+  return submitAll(ops.data(), ops.size());
 }
 
 }  // namespace

@@ -80,6 +80,13 @@ struct Scratch {
   }
 };
 
+// One call per runP2p to reach it: the library's thread-locals cost a call
+// (__tls_get_addr) at every access the compiler cannot prove repeated.
+__attribute__((noinline)) Scratch& threadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
 size_t bytesOf(const CollArgs& a) { return a.count * typeSize(a.type); }
 
 ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& sends,
@@ -144,7 +151,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     return ncclInvalidUsage;
   }
   NCCLCHECK(devBeforeHostOp(comm));
-  thread_local Scratch scratch;
+  Scratch& scratch = threadScratch();
   scratch.reset();
   Queues& sendQ = scratch.send;
   Queues& recvQ = scratch.recv;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -39,10 +40,28 @@ uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull
 
 }  // namespace
 
+// Every call checks its communicator, some two or three times, so a thread
+// remembers the last one it found registered, with the registry's generation
+// then: while no communicator has left the registry since, the same pointer is
+// still a live communicator and needs no lock (a destroyed one's address may
+// come back as a new communicator, but its removal moved the generation on).
+namespace {
+std::atomic<uint64_t> registryGeneration{0};
+struct ValidComm {
+  const ncclComm* comm = nullptr;
+  uint64_t generation = 0;
+};
+thread_local ValidComm lastValid;
+}  // namespace
+
 bool commValid(const ncclComm* comm) {
   if (!comm) return false;
+  if (comm == lastValid.comm && lastValid.generation == registryGeneration.load(std::memory_order_acquire))
+    return comm->magic == kCommMagic;
   std::lock_guard<std::mutex> g(registryMu());
-  return registry().count(comm) && comm->magic == kCommMagic;
+  if (!registry().count(comm) || comm->magic != kCommMagic) return false;
+  lastValid = {comm, registryGeneration.load(std::memory_order_relaxed)};
+  return true;
 }
 
 void registerComm(ncclComm* comm) {
@@ -53,6 +72,7 @@ void registerComm(ncclComm* comm) {
 void unregisterComm(ncclComm* comm) {
   std::lock_guard<std::mutex> g(registryMu());
   registry().erase(comm);
+  registryGeneration.fetch_add(1, std::memory_order_release);
 }
 
 uint64_t hostHash() {

@@ -13,7 +13,6 @@ namespace accl {
 namespace {
 
 struct GroupState {
-  int depth = 0;
   int blocking = -1;  // of the communicators queued so far (-1: none yet)
   std::vector<std::function<ncclResult_t()>> inits;
   std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>> commJobs;  // in call order
@@ -27,7 +26,16 @@ struct GroupState {
   }
 };
 
-thread_local GroupState tlsGroup;
+// A shared library reaches each thread-local through a call (__tls_get_addr),
+// and one with a constructor through a second for its guard, at every access
+// the compiler cannot prove repeated: the depth, asked by every call, is a
+// plain int, and the rest is reached once per function through threadGroup().
+thread_local int tlsDepth = 0;
+
+__attribute__((noinline)) GroupState& threadGroup() {
+  thread_local GroupState state;
+  return state;
+}
 
 // The items of each communicator, in call order, the communicators in the
 // order of their first item.
@@ -86,20 +94,20 @@ ncclResult_t runCommOps(ncclComm* c, const std::vector<CollArgs>& ops) {
 
 }  // namespace
 
-bool groupActive() { return tlsGroup.depth > 0; }
+bool groupActive() { return tlsDepth > 0; }
 
 ncclResult_t groupStart() {
-  ++tlsGroup.depth;
+  ++tlsDepth;
   return ncclSuccess;
 }
 
 ncclResult_t groupEnd() {
-  GroupState& g = tlsGroup;
-  if (g.depth == 0) {
+  GroupState& g = threadGroup();
+  if (tlsDepth == 0) {
     WARN("ncclGroupEnd: not inside a group (ncclGroupStart was not called)");
     return ncclInvalidUsage;
   }
-  if (--g.depth > 0) return ncclSuccess;
+  if (--tlsDepth > 0) return ncclSuccess;
   auto inits = std::move(g.inits);
   auto commJobs = std::move(g.commJobs);
   std::vector<CollArgs> colls;
@@ -109,13 +117,14 @@ ncclResult_t groupEnd() {
   // small groups does not allocate it every time.
   struct Recycle {
     std::vector<CollArgs>& list;
+    GroupState& owner;
     ~Recycle() {
       list.clear();
-      if (tlsGroup.depth == 0 && tlsGroup.colls.empty()) tlsGroup.colls.swap(list);
+      if (tlsDepth == 0 && owner.colls.empty()) owner.colls.swap(list);
     }
-  } recycle{colls};
-  NCCLCHECK(runConcurrently(inits));
-  NCCLCHECK(runCommJobs(commJobs));
+  } recycle{colls, g};
+  if (!inits.empty()) NCCLCHECK(runConcurrently(inits));
+  if (!commJobs.empty()) NCCLCHECK(runCommJobs(commJobs));
   if (!colls.empty() && colls.front().comm == colls.back().comm) {
     bool oneComm = true;
     for (const CollArgs& a : colls) oneComm = oneComm && a.comm == colls.front().comm;
@@ -139,7 +148,7 @@ ncclResult_t groupEnd() {
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
-  GroupState& g = tlsGroup;
+  GroupState& g = threadGroup();
   if (!info) {
     WARN("ncclGroupSimulateEnd: simInfo is NULL");
     return ncclInvalidArgument;
@@ -149,11 +158,11 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
          info->size, info->magic);
     return ncclInvalidArgument;
   }
-  if (g.depth == 0) {
+  if (tlsDepth == 0) {
     WARN("ncclGroupSimulateEnd: not inside a group (ncclGroupStart was not called)");
     return ncclInvalidUsage;
   }
-  if (--g.depth > 0) return ncclSuccess;
+  if (--tlsDepth > 0) return ncclSuccess;
   // Per communicator the operations run one after another; communicators run in parallel.
   std::map<ncclComm*, double> perComm;
   for (const CollArgs& a : g.colls) {
@@ -169,18 +178,18 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
 }
 
 void groupDiscard() {
-  GroupState& g = tlsGroup;
-  if (g.depth > 0 && --g.depth == 0) g.clear();
+  GroupState& g = threadGroup();
+  if (tlsDepth > 0 && --tlsDepth == 0) g.clear();
 }
 
-void groupEnqueueInit(std::function<ncclResult_t()> init) { tlsGroup.inits.push_back(std::move(init)); }
+void groupEnqueueInit(std::function<ncclResult_t()> init) { threadGroup().inits.push_back(std::move(init)); }
 
 void groupEnqueueCommJob(ncclComm* comm, std::function<ncclResult_t()> job) {
-  tlsGroup.commJobs.emplace_back(comm, std::move(job));
+  threadGroup().commJobs.emplace_back(comm, std::move(job));
 }
 
 ncclResult_t groupEnqueueColl(const CollArgs& args) {
-  GroupState& g = tlsGroup;
+  GroupState& g = threadGroup();
   int blocking = args.comm->config.blocking ? 1 : 0;
   if (g.blocking >= 0 && g.blocking != blocking) {
     WARN("%s: a group may not mix blocking and non-blocking communicators (%s is %s)", args.opName,
