@@ -33,8 +33,13 @@ class Steps {
   bool recvReady(Connection* c) const {
     return c->fifo.ctrl->tail.load(std::memory_order_acquire) > c->step;
   }
+  // Reads head only when the last value read leaves no slot free: the
+  // receiver writes it after every slot, and each read takes its cache line
+  // from the receiver's core.
   bool sendReady(Connection* c) const {
-    return c->step - c->fifo.ctrl->head.load(std::memory_order_acquire) < kSlots;
+    if (c->step - c->seenHead < kSlots) return true;
+    c->seenHead = c->fifo.ctrl->head.load(std::memory_order_acquire);
+    return c->step - c->seenHead < kSlots;
   }
   // The size of the next posted slot (after recvReady) and a check that it is `bytes`.
   ncclResult_t recvSlot(Connection* c, size_t bytes, const char** data);

@@ -24,7 +24,8 @@ namespace accl {
 struct DevFifoCtrl {
   volatile uint64_t tail;  // unused by device connectors
   uint32_t tailSleepers;   // host threads only
-  char pad0[52];
+  volatile uint32_t bytes[kSlots];  // unused by device connectors
+  char pad0[20];
   volatile uint64_t head;
   uint32_t headSleepers;
   char pad1[52];
@@ -32,7 +33,6 @@ struct DevFifoCtrl {
   volatile uint32_t peerGone;
   volatile int32_t failedRank;
   int32_t senderPid, receiverPid;
-  volatile uint32_t bytes[kSlots];  // unused by device connectors
 };
 
 // The sender's counters of one channel, after the slots in the receiver's GPU

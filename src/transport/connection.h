@@ -42,6 +42,7 @@ class Connection {
   pid_t peerPid = 0;          // checked for liveness while waiting (same host), 0 = not checked
   const char* kind = "?";     // "shm" or "net", for messages
   uint64_t step = 0;          // local counter: tail for a sender, head for a receiver
+  uint64_t seenHead = 0;      // a sender's last read of the FIFO's head (coll/steps.h)
 };
 
 using ConnPtr = std::unique_ptr<Connection>;

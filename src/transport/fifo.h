@@ -16,7 +16,10 @@ constexpr int kSlots = 8;
 struct alignas(64) FifoCtrl {
   std::atomic<uint64_t> tail;          // slots posted by the sender
   std::atomic<uint32_t> tailSleepers;  // threads asleep until tail moves (transport/fifo_sleep.h)
-  char pad0[52];
+  // The payload of each posted slot, on tail's cache line: the sender writes
+  // both and the receiver reads both, one line moving between cores per post.
+  uint32_t bytes[kSlots];
+  char pad0[20];
   std::atomic<uint64_t> head;          // slots consumed by the receiver
   std::atomic<uint32_t> headSleepers;
   char pad1[52];
@@ -24,8 +27,8 @@ struct alignas(64) FifoCtrl {
   std::atomic<uint32_t> peerGone;   // set by a transport that saw its peer close (sockets)
   std::atomic<int32_t> failedRank;  // with abort: the rank whose failure started it (-1: unknown)
   int32_t senderPid, receiverPid;   // for liveness checks on one host (0: not checked)
-  uint32_t bytes[kSlots];           // payload of each posted slot
 };
+static_assert(offsetof(FifoCtrl, head) == 64 && offsetof(FifoCtrl, abort) == 128, "one cache line per writer");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters are shared across processes");
 
 struct Fifo {
