@@ -237,14 +237,14 @@ ncclResult_t movePart(const Call& c) {
 
 // A call of at most kInlineBytes: every rank computes its whole result from
 // the inputs in the slots' segment, in rank order (so every rank's result is
-// the same bits). The next call uses the other payloads, and the one after
-// starts only once every rank published the next (so had read these).
+// the same bits). These payloads are used again kDescs calls later, once
+// every rank finished this one.
 void moveInline(const Call& c, const HostDirect& d, uint64_t call, size_t sendBytes) {
   const CollArgs& a = *c.a;
   const int n = c.n, me = c.me;
   const size_t bytes = a.count * c.esize;
   auto input = [&](int k) -> const char* {
-    return sendBytes <= kSmallBytes ? d.slots[k].desc[call & 1].small : d.payload(k, call);
+    return sendBytes <= kSmallBytes ? d.slots[k].desc[call % kDescs].small : d.payload(k, call);
   };
   char* out = static_cast<char*>(a.recvbuff);
   int* order = c.order;
@@ -337,7 +337,18 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
                   [call](const Slot& s) { return s.left.load() >= call || s.published.load() < call; }, false);
     return r;
   };
-  CallDesc& desc = mine.desc[call & 1];
+  // Call - kDescs used this description and payload: every rank must be
+  // done with it. (The last value read of each rank's `finished` mostly says so.)
+  if (call > static_cast<uint64_t>(kDescs)) {
+    const uint64_t need = call - kDescs;
+    ncclResult_t r = waitAll(comm, *d, a.opName, "to finish an earlier call", [d, need](const Slot& s) {
+      uint64_t& seen = d->seenFinished[&s - d->slots];
+      if (seen < need) seen = s.finished.load(std::memory_order_acquire);
+      return seen >= need;
+    });
+    if (r != ncclSuccess) return fail(r);
+  }
+  CallDesc& desc = mine.desc[call % kDescs];
   desc.kind = static_cast<int8_t>(a.kind);
   desc.root = a.root;
   desc.type = static_cast<int8_t>(a.type);
@@ -350,12 +361,24 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     memcpy(sendBytes <= kSmallBytes ? desc.small : d->payload(me, call), a.sendbuff, sendBytes);
   }
   desc.call.store(call, std::memory_order_release);
-  mine.published.store(call);  // seq_cst: against fail()'s check of published
+  // seq_cst for direct calls: against fail()'s check of published. Inline
+  // calls touch no other rank's buffer; without the fence a rank that waits
+  // for no other does not stall here on the cache lines the others read.
+  mine.published.store(call, inlined ? std::memory_order_release : std::memory_order_seq_cst);
   // Inline calls wait on the descriptions, which hold all they read of a
-  // small call; direct calls on `published`.
-  const int p = call & 1;
-  ncclResult_t r = inlined ? waitAll(comm, *d, a.opName, "to start", [call, p](const Slot& s) {
-    return s.desc[p].call.load(std::memory_order_acquire) >= call;
+  // small call, and only on those of the ranks whose input they read: a
+  // reduce's or gather's root on every rank, a broadcast's or scatter's other
+  // ranks on the root, the others on every rank. Direct calls wait for every
+  // rank's `published`.
+  const bool readsAll = !inlined || (a.kind != CollKind::Reduce && a.kind != CollKind::Gather &&
+                                     a.kind != CollKind::Broadcast && a.kind != CollKind::Scatter);
+  const bool rootOnly = !readsAll && (a.kind == CollKind::Broadcast || a.kind == CollKind::Scatter);
+  auto reads = [&](int k) {
+    return readsAll || (rootOnly ? k == a.root && me != a.root : me == a.root);
+  };
+  const int p = call % kDescs;
+  ncclResult_t r = inlined ? waitAll(comm, *d, a.opName, "to start", [&, call, p](const Slot& s) {
+    return !reads(static_cast<int>(&s - d->slots)) || s.desc[p].call.load(std::memory_order_acquire) >= call;
   }) : waitAll(comm, *d, a.opName, "to start", [call](const Slot& s) {
     return s.published.load(std::memory_order_acquire) >= call;
   });
@@ -364,7 +387,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // Every rank sees the same slots, so a differing call is ncclInvalidUsage
   // on every rank; checked before the failures, which come and go by rank.
   for (int k = 0; k < n; ++k) {
-    const CallDesc& s = d->slots[k].desc[call & 1];
+    if (!reads(k)) continue;
+    const CallDesc& s = d->slots[k].desc[p];
     if (s.kind != desc.kind || s.bytes != desc.bytes || s.root != desc.root || s.type != desc.type ||
         s.op != desc.op) {  // the same size on every rank: the same place for small inputs
       WARN("%s (%s, rank %d): rank %d runs %s of %llu bytes of %s, %s, root %d, where this rank runs %s of %llu "
@@ -407,6 +431,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     return true;
   };
   for (int k = 0; k < n; ++k) {
+    if (!reads(k)) continue;
     const Slot& s = d->slots[k];
     // It published, then failed or was stopped: its buffers may be in use
     // again. Unless it finished this inline call first: with no closing
@@ -419,7 +444,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
            "aborted or destroyed)", a.opName, comm->name.c_str(), me, k);
       return fail(ncclRemoteError);
     }
-    const CallDesc& sd = s.desc[call & 1];
+    const CallDesc& sd = s.desc[p];
     c.scalars[k] = sd.scalar;
     if (inlined) continue;
     if ((sharesSend(a.kind, k, a.root) || k == me) && !reach(k, sd.where.sendWin, sd.where.sendAt, &c.in[k]))

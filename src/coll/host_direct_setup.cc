@@ -51,7 +51,7 @@ bool oneHost(const ncclComm* comm) {
   return true;
 }
 
-size_t segmentBytes(int n) { return static_cast<size_t>(n) * (sizeof(Slot) + 2 * kInlineBytes); }
+size_t segmentBytes(int n) { return static_cast<size_t>(n) * (sizeof(Slot) + kDescs * kInlineBytes); }
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagHostDirect); }
 
 // This rank can read process `pid`'s memory: it reads the peer's process key

@@ -17,8 +17,14 @@
 namespace accl {
 
 // Calls this small carry their input in the slots' segment itself: each rank
-// has two payloads of kInlineBytes after the slots, used by alternate calls.
+// has kDescs payloads of kInlineBytes after the slots, used in turn.
 constexpr size_t kInlineBytes = 16384;
+
+// How many calls' descriptions (and payloads) a rank's slot holds, used in
+// turn: a rank may publish call c once every rank finished call c - kDescs,
+// so a rank that waits for no other in a call (a reduce's non-root, a
+// broadcast's root) may run up to kDescs - 1 calls ahead.
+constexpr int kDescs = 8;
 
 // Inline calls of at most this many input bytes carry them in the call's
 // description: one cache line then brings a peer all it needs.
@@ -56,9 +62,9 @@ struct alignas(128) Slot {
   std::atomic<uint64_t> finished;   // the last call whose part this rank moved
   std::atomic<uint64_t> left;       // the last call this rank returned from (touches no buffer of it)
   char ownerWritten[40];
-  CallDesc desc[2];                 // call c's is desc[c & 1]
+  CallDesc desc[kDescs];            // call c's is desc[c % kDescs]
 };
-static_assert(sizeof(Slot) == 256, "one slot per 256 bytes");
+static_assert(sizeof(Slot) == 128 + 64 * kDescs, "two lines of counters, then the descriptions");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots are shared between processes");
 
 // Rank k's buffer in a call, as this rank reaches it: `here`, an address in
@@ -73,7 +79,7 @@ class HostDirect {
  public:
   // `owner`: the segment's name, which this rank made and unlinks at the latest here.
   HostDirect(ncclComm* comm, void* map, size_t bytes, std::string owner = {})
-      : slots(static_cast<Slot*>(map)), in(comm->nranks), out(comm->nranks), scalars(comm->nranks),
+      : slots(static_cast<Slot*>(map)), seenFinished(comm->nranks), in(comm->nranks), out(comm->nranks), scalars(comm->nranks),
         order(comm->nranks), src(comm->nranks), comm_(comm), bytes_(bytes), owner_(std::move(owner)) {
     comm_->directStopWord.store(&slots[comm->rank].failed);
   }
@@ -93,9 +99,10 @@ class HostDirect {
   // Rank k's input of call `call`, when it runs inline.
   char* payload(int k, uint64_t call) const {
     char* base = reinterpret_cast<char*>(slots + comm_->nranks);
-    return base + (static_cast<size_t>(k) * 2 + (call & 1)) * kInlineBytes;
+    return base + (static_cast<size_t>(k) * kDescs + call % kDescs) * kInlineBytes;
   }
   uint64_t calls = 0;        // direct calls this rank made
+  std::vector<uint64_t> seenFinished;  // each rank's `finished` as this rank last read it
   bool anyBuffer = false;    // every rank reaches every other's memory: calls need no windows
   int64_t inlineBytes = 0;   // calls up to this size run inline (every rank's agreed bound)
   int64_t minBytes = 0;      // calls from this size run direct (likewise)

@@ -25,7 +25,8 @@
  *   dtype     the same with another datatype of the same size (int32 for float)
  *   smallmismatch  mismatch with 100 floats (the inline path)
  *   tinymismatch   6 floats against 7: one rank's input in its description, the other's in the payloads
- *   kindmismatch   rank 1 calls a gather of 100 floats where the others call an all-to-all
+ *   kindmismatch   rank 1 calls a gather of 100 floats where the others call an all-to-all:
+ *             they fail at once; rank 1 (a non-root, which reads no input) at its next call
  *   abort     processes; rank 1 aborts its communicator and stays alive: the
  *             others' collective fails with ncclRemoteError in seconds
  *   destroy   the same with ncclCommDestroy
@@ -269,36 +270,40 @@ static void smallCalls(int rank, ncclComm_t comm) {
   free(recv);
 }
 
-/* Long runs of one rooted call with one root, each call with other values,
- * every result checked: the same rank reads every call's inputs (a gather's
- * or reduce's root) or its input is read by all (a broadcast's or scatter's),
- * so a rank that ran ahead must not overwrite an input not yet read. */
+/* Long runs of small rooted calls, each call with other values, every result
+ * checked: 400 of each kind with root 0, where the same rank reads every
+ * call's inputs (a gather's or reduce's root) or its input is read by all (a
+ * broadcast's or scatter's), then 400 whose kind and root change every call.
+ * Inline, a rank that reads no other rank's input runs up to 7 calls ahead:
+ * it must not overwrite an input not yet read. */
 static void rootedRuns(int rank, ncclComm_t comm) {
   float send[4 * MAXR], recv[4 * MAXR];
   const size_t n = 4;
-  for (int kind = 0; kind < 4; ++kind)
+  for (int pass = 0; pass < 5; ++pass)
     for (int call = 0; call < 400; ++call) {
+      const int kind = pass < 4 ? pass : call % 4, root = pass < 4 ? 0 : call % nranks;
       for (size_t i = 0; i < (size_t)nranks * n; ++i) send[i] = (float)(rank * 1000 + call * 7 + (int)i);
       switch (kind) {
         case 0:
-          CHECK(ncclGather(send, recv, n, ncclFloat, 0, comm, NULL) == ncclSuccess, "gather run");
-          for (size_t i = 0; rank == 0 && i < (size_t)nranks * n; ++i)
+          CHECK(ncclGather(send, recv, n, ncclFloat, root, comm, NULL) == ncclSuccess, "gather run");
+          for (size_t i = 0; rank == root && i < (size_t)nranks * n; ++i)
             CHECK(recv[i] == (float)((int)(i / n) * 1000 + call * 7 + (int)(i % n)), "gather run %d: %zu", call, i);
           break;
         case 1:
-          CHECK(ncclReduce(send, recv, n, ncclFloat, ncclSum, 0, comm, NULL) == ncclSuccess, "reduce run");
-          for (size_t i = 0; rank == 0 && i < n; ++i)
+          CHECK(ncclReduce(send, recv, n, ncclFloat, ncclSum, root, comm, NULL) == ncclSuccess, "reduce run");
+          for (size_t i = 0; rank == root && i < n; ++i)
             CHECK(recv[i] == (float)(1000 * nranks * (nranks - 1) / 2 + nranks * (call * 7 + (int)i)),
                   "reduce run %d: %zu", call, i);
           break;
         case 2:
-          CHECK(ncclBroadcast(send, recv, n, ncclFloat, 0, comm, NULL) == ncclSuccess, "broadcast run");
-          for (size_t i = 0; i < n; ++i) CHECK(recv[i] == (float)(call * 7 + (int)i), "broadcast run %d: %zu", call, i);
+          CHECK(ncclBroadcast(send, recv, n, ncclFloat, root, comm, NULL) == ncclSuccess, "broadcast run");
+          for (size_t i = 0; i < n; ++i)
+            CHECK(recv[i] == (float)(root * 1000 + call * 7 + (int)i), "broadcast run %d: %zu", call, i);
           break;
         default:
-          CHECK(ncclScatter(send, recv, n, ncclFloat, 0, comm, NULL) == ncclSuccess, "scatter run");
+          CHECK(ncclScatter(send, recv, n, ncclFloat, root, comm, NULL) == ncclSuccess, "scatter run");
           for (size_t i = 0; i < n; ++i)
-            CHECK(recv[i] == (float)(call * 7 + (int)(rank * n + i)), "scatter run %d: %zu", call, i);
+            CHECK(recv[i] == (float)(root * 1000 + call * 7 + (int)(rank * n + i)), "scatter run %d: %zu", call, i);
       }
     }
 }
@@ -329,7 +334,17 @@ static void* runRank(void* arg) {
     fill(sendWin, rank, (size_t)nranks * 100);
     ncclResult_t r = rank == 1 ? ncclGather(sendWin, recvWin, 100, ncclFloat, 0, comm, NULL)
                                : ncclAlltoAll(sendWin, recvWin, 100, ncclFloat, comm, NULL);
-    CHECK(r == ncclInvalidUsage, "a gather against the others' alltoall gave %d, not ncclInvalidUsage", r);
+    if (rank != 1) {
+      CHECK(r == ncclInvalidUsage, "an alltoall against rank 1's gather gave %d, not ncclInvalidUsage", r);
+    } else {
+      /* A gather's non-root reads no other rank's input and may return before
+       * the others look; its next call that reads theirs fails. */
+      CHECK(r == ncclSuccess || r == ncclInvalidUsage, "the mismatched gather gave %d", r);
+      if (r == ncclSuccess) {
+        r = ncclAllReduce(sendWin, recvWin, 100, ncclFloat, ncclSum, comm, NULL);
+        CHECK(r == ncclRemoteError, "the call after a mismatched gather gave %d, not ncclRemoteError", r);
+      }
+    }
     ncclCommAbort(comm);
     return NULL;
   }

@@ -285,15 +285,18 @@ def test_direct_collective_mismatch_fails_every_rank(c_program, mode):
 @pytest.mark.timeout(120)
 def test_inline_kind_mismatch_fails_every_rank(c_program):
     # Rank 1 calls a gather where ranks 0 and 2 call an all-to-all of the same
-    # count (inline: 1200 bytes): ncclInvalidUsage on every rank, each WARN
-    # naming the other call.
+    # count (inline: 1200 bytes): ncclInvalidUsage on ranks 0 and 2, each WARN
+    # naming rank 1's call. Rank 1, the gather's non-root, reads no other
+    # rank's input and may return first (as OpenMPI's rooted calls do); then
+    # its next call fails with ncclRemoteError, naming a rank that stopped.
     p = run(c_program("host_direct"), "kindmismatch", 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
             timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert "OK: 3 ranks" in p.stdout
     theirs = re.findall(r"rank (\d) runs (\w+) of 400 bytes of float32, sum, root 0, where this rank runs (\w+)", p.stderr)
-    assert sorted(set(theirs)) == [("0", "AllToAll", "Gather"), ("1", "Gather", "AllToAll")], p.stderr[-3000:]
+    assert ("1", "Gather", "AllToAll") in theirs, p.stderr[-3000:]
     assert sum(1 for t in theirs if t[0] == "1") == 2, p.stderr[-3000:]  # ranks 0 and 2 each name rank 1
+    assert ("0", "AllToAll", "Gather") in theirs or re.search(r"rank 1\): rank [02] stopped", p.stderr), p.stderr[-3000:]
 
 
 @pytest.mark.timeout(120)
