@@ -51,6 +51,22 @@ bool sharesRecv(CollKind c, int k, int root) {
          (c == CollKind::Reduce && k == root);
 }
 
+// Whether an inline call of kind c on rank me reads rank k's input: a
+// reduce's or gather's root reads every rank's, a broadcast's or scatter's
+// other ranks the root's, every rank of the other collectives every rank's.
+bool readsInline(CollKind c, int me, int k, int root) {
+  switch (c) {
+    case CollKind::Reduce:
+    case CollKind::Gather:
+      return me == root;
+    case CollKind::Broadcast:
+    case CollKind::Scatter:
+      return me != root && k == root;
+    default:
+      return true;
+  }
+}
+
 // The buffers of one call: every rank's input and output (both empty where no
 // other rank touches them), and scalars.
 struct Call {
@@ -328,8 +344,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // output, which the caller may reuse once this returns. A rank that has not
   // published the call never touches a buffer of it: if it publishes later,
   // it sees this rank stopped before it moves anything (both sides seq_cst).
-  // (Inline calls go on once every description holds the call, before
-  // `published` may be; they write no other rank's buffer, only their own.)
+  // (Inline calls go on once the descriptions they read hold the call,
+  // before `published` may be; they write no other rank's buffer, only their own.)
   auto fail = [&](ncclResult_t r) {
     mine.failed.store(1);
     mine.left.store(call);
@@ -370,12 +386,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // reduce's or gather's root on every rank, a broadcast's or scatter's other
   // ranks on the root, the others on every rank. Direct calls wait for every
   // rank's `published`.
-  const bool readsAll = !inlined || (a.kind != CollKind::Reduce && a.kind != CollKind::Gather &&
-                                     a.kind != CollKind::Broadcast && a.kind != CollKind::Scatter);
-  const bool rootOnly = !readsAll && (a.kind == CollKind::Broadcast || a.kind == CollKind::Scatter);
-  auto reads = [&](int k) {
-    return readsAll || (rootOnly ? k == a.root && me != a.root : me == a.root);
-  };
+  auto reads = [&](int k) { return !inlined || readsInline(a.kind, me, k, a.root); };
   const int p = call % kDescs;
   ncclResult_t r = inlined ? waitAll(comm, *d, a.opName, "to start", [&, call, p](const Slot& s) {
     return !reads(static_cast<int>(&s - d->slots)) || s.desc[p].call.load(std::memory_order_acquire) >= call;
@@ -385,7 +396,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   if (r != ncclSuccess) return fail(r);
 
   // Every rank sees the same slots, so a differing call is ncclInvalidUsage
-  // on every rank; checked before the failures, which come and go by rank.
+  // on every rank that reads the rank that differs (the others fail at their
+  // next call that waits); checked before the failures, which come and go by rank.
   for (int k = 0; k < n; ++k) {
     if (!reads(k)) continue;
     const CallDesc& s = d->slots[k].desc[p];

@@ -32,26 +32,24 @@ std::set<const ncclComm*>& registry() {
   return *s;
 }
 
-uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < len; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-}  // namespace
-
 // Every call checks its communicator, some two or three times, so a thread
 // remembers the last one it found registered, with the registry's generation
 // then: while no communicator has left the registry since, the same pointer is
 // still a live communicator and needs no lock (a destroyed one's address may
 // come back as a new communicator, but its removal moved the generation on).
-namespace {
 std::atomic<uint64_t> registryGeneration{0};
 struct ValidComm {
   const ncclComm* comm = nullptr;
   uint64_t generation = 0;
 };
 thread_local ValidComm lastValid;
+
+uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < len; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace
 
 bool commValid(const ncclComm* comm) {
