@@ -145,6 +145,32 @@ def test_in_place_buffers_follow_nccl_layout(name):
     assert not np.may_share_memory(oop_send, oop_recv)
 
 
+@pytest.mark.parametrize("name", sorted(NCCL_TESTS))
+def test_sizes_share_one_arena(name):
+    """As nccl-tests, a sweep allocates its buffers once, at its largest size
+    (collectives.arena): every size's buffers, in place and out of place, are
+    views at the start of the arena's send and receive buffers, never past
+    their end, and out of place the two never overlap."""
+    coll, n, rank = collectives.COLLECTIVES[name], 4, 3
+    dtype = np.dtype(np.float32)
+    largest = 4096
+    arena = collectives.arena(largest)
+    assert [a.nbytes for a in arena] == [largest, largest]
+
+    def inside(view, buf):
+        lo = view.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
+        return 0 <= lo and lo + view.nbytes <= buf.nbytes
+
+    for size in (64, 1024, largest):
+        c = coll.counts(size // dtype.itemsize, n)
+        send, recv = collectives.buffers(c, rank, dtype, False, arena)
+        assert inside(send, arena[0]) and inside(recv, arena[1]), size
+        assert send.__array_interface__["data"][0] == arena[0].__array_interface__["data"][0]
+        assert not np.may_share_memory(send, recv)
+        ip_send, ip_recv = collectives.buffers(c, rank, dtype, True, arena)
+        assert inside(ip_send, arena[1]) and inside(ip_recv, arena[1]), size
+
+
 @needs_host
 @pytest.mark.timeout(60)
 def test_root_must_be_a_rank():

@@ -177,12 +177,21 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in [
 ]}
 
 
+def arena(nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """A sweep's send and receive buffers (uint8, its largest size), made
+    once as nccl-tests makes its buffers: every size then runs on memory that
+    earlier sizes touched, not on fresh arrays whose first pages cost what the
+    machine charges for them (transparent huge pages, for one, which NumPy
+    asks for from 4 MiB)."""
+    return np.empty(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+
+
 def buffers(c: Counts, rank: int, dtype: np.dtype, in_place: bool,
             arena: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(send, recv) for one call: separate arrays, or in place views of one
+    """(send, recv) for one call: views at the start of the arena's send and
+    receive buffers (separate arrays without one), or in place views of one
     buffer in NCCL's layout (the very same array where the views coincide,
-    as the Python API asks for `recv is send`). With an arena (-R), views at
-    the start of its send / receive buffers."""
+    as the Python API asks for `recv is send`)."""
     isz = dtype.itemsize
 
     def take(which: int, elements: int) -> np.ndarray:

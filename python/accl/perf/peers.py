@@ -42,10 +42,10 @@ def progress(tag: str, k: int, total: int, typename: str, op: str, nbytes: int,
 _TIME_OP = {0: "sum", 1: "sum", 2: "min", 3: "max"}
 
 
-def _measure(lib, coll: Collective, opts: Options, dtype, op: str, size: int) -> dict:
+def _measure(lib, coll: Collective, opts: Options, dtype, op: str, size: int, arena) -> dict:
     root = opts.root if coll.rooted else -1
     c = coll.counts(size // dtype.itemsize, lib.size)
-    send, recv = collectives.buffers(c, lib.rank, dtype, False)
+    send, recv = collectives.buffers(c, lib.rank, dtype, False, arena)
     send[...] = coll.input(lib.rank, c, dtype, op)
     call, result = lib.prepare(coll.name, send, recv, op, root)
     for _ in range(opts.warmup_iters):
@@ -90,6 +90,7 @@ def run(name: str, opts: Options, me: rendezvous.Identity) -> int:
     sizes = opts.sizes()
     ops = opts.ops if coll.has_op else ["none"]
     total = len(sizes) * len(opts.datatypes) * len(ops)
+    arena = collectives.arena(max(sizes)) if sizes else None  # as ACCL's ranks sweep (worker.py)
     k = 0
     for typename in opts.datatypes:
         dtype = data.numpy_dtype(DATATYPES[typename])
@@ -98,7 +99,7 @@ def run(name: str, opts: Options, me: rendezvous.Identity) -> int:
                 k += 1
                 t0 = time.monotonic()
                 try:
-                    row = _measure(lib, coll, opts, dtype, op, size)
+                    row = _measure(lib, coll, opts, dtype, op, size, arena)
                 except (ValueError, TypeError, RuntimeError) as e:
                     # the same refusal on every rank (it comes before any communication)
                     skipped.append({"type": typename, "redop": op, "reason": str(e)})

@@ -133,17 +133,18 @@ def _measure_size(comm, coll: Collective, opts: Options, typename: str, dtype, o
 
 
 def _arena(comm, nbytes: int, register: int):
-    """The sweep's send and receive buffers (uint8, the largest size) and
-    their registrations, made once as nccl-tests' -R does: 1 ncclCommRegister;
-    2 ncclMemAlloc memory in windows registered with NCCL_WIN_COLL_SYMMETRIC,
-    on which the ranks of one host run the direct collectives. None for -R 0."""
-    if register == 0 or nbytes == 0:
+    """The sweep's send and receive buffers (uint8, the largest size), made
+    once as nccl-tests makes them, and their registrations (nccl-tests' -R):
+    0 none; 1 ncclCommRegister; 2 ncclMemAlloc memory in windows registered
+    with NCCL_WIN_COLL_SYMMETRIC, on which the ranks of one host run the
+    direct collectives."""
+    if nbytes == 0:
         return None, []
     if register == 2:
         send, recv = accl.mem_alloc(nbytes), accl.mem_alloc(nbytes)
         return (send, recv), [comm.register_window(send), comm.register_window(recv)]
-    send, recv = np.empty(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
-    return (send, recv), [comm.register(send), comm.register(recv)]
+    send, recv = collectives.arena(nbytes)
+    return (send, recv), ([comm.register(send), comm.register(recv)] if register == 1 else [])
 
 
 def _sweep(comm, coll: Collective, opts: Options, out,
