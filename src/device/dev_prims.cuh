@@ -314,10 +314,15 @@ struct Block {
 };
 
 // Every thread keeps its own copy of the counters (they move in lockstep); only
-// thread 0's `seen` is meaningful.
-__device__ Conn openConn(DevChan* ch, int peer) { return Conn{ch, ch ? ch->step : 0, ch ? ch->step : 0, peer}; }
+// thread 0's `seen` is meaningful. A sender starts from the head it last read
+// (slots an earlier kernel posted may still be unread); a receiver's `seen`
+// (the tail) is read at its first wait.
+__device__ Conn openConn(DevChan* ch, int peer) { return Conn{ch, ch ? ch->step : 0, ch ? ch->seen : 0, peer}; }
 __device__ void closeConn(const Conn& c) {
-  if (c.ch && threadIdx.x == 0) c.ch->step = c.step;
+  if (c.ch && threadIdx.x == 0) {
+    c.ch->step = c.step;
+    c.ch->seen = c.seen;
+  }
 }
 
 // ---- ring primitives over one channel ---------------------------------------

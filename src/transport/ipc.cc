@@ -102,6 +102,7 @@ class IpcConnection : public Connection {
       chans[c].cnt = reinterpret_cast<DevCounters*>(static_cast<char*>(slots_) + slotsBytes()) + c;
       chans[c].ctrl = reinterpret_cast<DevFifoCtrl*>(static_cast<char*>(devMap) + 4096 + c * kCtrlStride);
       chans[c].step = 0;
+      chans[c].seen = 0;
       chans[c].slotBytes = slotBytes_;
       chans[c].crossGpu = crossGpu_;
     }

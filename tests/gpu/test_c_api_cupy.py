@@ -179,6 +179,44 @@ def test_direct_and_slot_sends_to_one_peer_keep_their_order():
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
 
+def test_sends_ahead_of_their_receiver_wait_for_free_slots():
+    # Sends that fit the slots finish before their receiver runs, so a later
+    # kernel's sends must not take the slots for free: nine sends to one peer
+    # (the slots are eight) in one group, then nine in groups of their own,
+    # while the receiver's stream is held by a host function; every receive
+    # must get its own send's bytes.
+    comms = init_all(2)
+    s = streams(2)
+    n = 64 << 10
+    warm = [cp.zeros(n, cp.uint8) for _ in range(2)]
+    with Group():
+        check(lib.ncclSend(ptr(warm[0]), n, 1, 1, comms[0], ctypes.c_void_p(s[0].ptr)), "ncclSend")
+        check(lib.ncclRecv(ptr(warm[1]), n, 1, 0, comms[1], ctypes.c_void_p(s[1].ptr)), "ncclRecv")
+    for st in s:
+        st.synchronize()
+    for grouped in (True, False):
+        src = [cp.full(n, k + 1, cp.uint8) for k in range(9)]
+        dst = [cp.zeros(n, cp.uint8) for _ in range(9)]
+        cp.cuda.Device().synchronize()
+        s[1].launch_host_func(lambda _: time.sleep(0.5), None)
+        if grouped:
+            with Group():
+                for k in range(9):
+                    check(lib.ncclSend(ptr(src[k]), n, 1, 1, comms[0], ctypes.c_void_p(s[0].ptr)), "ncclSend")
+        else:
+            for k in range(9):
+                check(lib.ncclSend(ptr(src[k]), n, 1, 1, comms[0], ctypes.c_void_p(s[0].ptr)), "ncclSend")
+        for k in range(9):
+            check(lib.ncclRecv(ptr(dst[k]), n, 1, 0, comms[1], ctypes.c_void_p(s[1].ptr)), "ncclRecv")
+        for st in s:
+            st.synchronize()
+        got = [int(d[0]) for d in dst]
+        assert got == list(range(1, 10)), (grouped, got)
+        assert all(bool((dst[k] == k + 1).all()) for k in range(9)), grouped
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
 @pytest.mark.parametrize("count", [3, 1 << 10, (20 << 20) + 1])
 def test_alltoall_in_place(count):
     # sendbuff == recvbuff: each rank's own block stays, the others are
