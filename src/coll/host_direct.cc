@@ -67,6 +67,36 @@ bool readsInline(CollKind c, int me, int k, int root) {
   }
 }
 
+// CallDesc::sig after one more call: what every rank must agree on (as the
+// descriptions are compared), mixed into the running value.
+uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+uint64_t nextSig(uint64_t sig, const CollArgs& a, const Reducer& red, size_t esize) {
+  const uint64_t what = static_cast<uint64_t>(static_cast<uint8_t>(a.kind)) |
+                        static_cast<uint64_t>(static_cast<uint8_t>(a.type)) << 8 |
+                        static_cast<uint64_t>(static_cast<uint8_t>(red.kind)) << 16 |
+                        static_cast<uint64_t>(static_cast<uint32_t>(a.root)) << 32;
+  return mix64(mix64(sig ^ what) ^ (a.count * esize));
+}
+
+// A PreMulSum scalar in one word (CallDesc::scalar), and back.
+uint64_t packScalar(ncclDataType_t type, const Scalar& s) {
+  uint64_t w;
+  if (typeIsFloating(type)) memcpy(&w, &s.f, sizeof(w));
+  else memcpy(&w, &s.i, sizeof(w));
+  return w;
+}
+Scalar unpackScalar(ncclDataType_t type, uint64_t w) {
+  Scalar s;
+  if (typeIsFloating(type)) memcpy(&s.f, &w, sizeof(w));
+  else memcpy(&s.i, &w, sizeof(w));
+  return s;
+}
+
 // The buffers of one call: every rank's input and output (both empty where no
 // other rank touches them), and scalars.
 struct Call {
@@ -304,6 +334,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   if (!d || a.onDevice || isP2p(a.kind) || a.count == 0) return ncclSuccess;
   const int n = comm->nranks, me = comm->rank;
   const size_t esize = typeSize(a.type);
+  d->sig = nextSig(d->sig, a, red, esize);  // every rank counts every call, whichever path it takes
   const bool allToAll = a.kind == CollKind::AllToAll;
   const size_t sendBytes =
       a.count * esize * (allToAll || a.kind == CollKind::ReduceScatter || a.kind == CollKind::Scatter ? n : 1);
@@ -370,7 +401,8 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   desc.type = static_cast<int8_t>(a.type);
   desc.op = static_cast<int8_t>(red.kind);
   desc.bytes = a.count * esize;
-  desc.scalar = red.scalar;
+  desc.scalar = packScalar(a.type, red.scalar);
+  desc.sig = d->sig;
   if (!inlined) {
     desc.where = CallDesc::Where{sendWin, recvWin, sendAt, recvAt};
   } else if ((a.kind != CollKind::Broadcast && a.kind != CollKind::Scatter) || me == a.root) {
@@ -396,8 +428,10 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   if (r != ncclSuccess) return fail(r);
 
   // Every rank sees the same slots, so a differing call is ncclInvalidUsage
-  // on every rank that reads the rank that differs (the others fail at their
-  // next call that waits); checked before the failures, which come and go by rank.
+  // on every rank that reads the rank that differs, and a difference in an
+  // earlier call that no rank read (the signatures) on every rank that reads
+  // at its next call; the others learn that those stopped (below). Checked
+  // before the failures, which come and go by rank.
   for (int k = 0; k < n; ++k) {
     if (!reads(k)) continue;
     const CallDesc& s = d->slots[k].desc[p];
@@ -409,6 +443,13 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
            static_cast<unsigned long long>(s.bytes), typeName(static_cast<ncclDataType_t>(s.type)),
            opName(static_cast<OpKind>(s.op)), s.root, collName(a.kind), static_cast<unsigned long long>(desc.bytes),
            typeName(a.type), opName(red.kind), a.root);
+      return fail(ncclInvalidUsage);
+    }
+    if (s.sig != desc.sig) {
+      WARN("%s (%s, rank %d): rank %d made other collective calls than this rank before this one (a call that "
+           "differed where no rank compared it, such as a broadcast with another root, or a call one rank did not "
+           "make): every rank must make the same collective calls in the same order", a.opName, comm->name.c_str(),
+           me, k);
       return fail(ncclInvalidUsage);
     }
   }
@@ -443,21 +484,22 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     return true;
   };
   for (int k = 0; k < n; ++k) {
-    if (!reads(k)) continue;
     const Slot& s = d->slots[k];
-    // It published, then failed or was stopped: its buffers may be in use
-    // again. Unless it finished this inline call first: with no closing
-    // barrier, a rank may finish one and destroy its communicator before this
-    // one looks (its input stays in the segment). `left` would not do: a
-    // failed call sets it too.
+    // It failed or was stopped: its buffers may be in use again, and if this
+    // rank does not read it, this is where it learns of it (a rarely written
+    // line, so a cheap look). Unless it finished this inline call first: with
+    // no closing barrier, a rank may finish one and destroy its communicator
+    // before this one looks (its input stays in the segment). `left` would
+    // not do: a failed call sets it too.
     if (s.failed.load() && !(inlined && s.finished.load() >= call)) {
       comm->failedRank.store(k);
       WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
            "aborted or destroyed)", a.opName, comm->name.c_str(), me, k);
       return fail(ncclRemoteError);
     }
+    if (!reads(k)) continue;
     const CallDesc& sd = s.desc[p];
-    c.scalars[k] = sd.scalar;
+    c.scalars[k] = unpackScalar(a.type, sd.scalar);
     if (inlined) continue;
     if ((sharesSend(a.kind, k, a.root) || k == me) && !reach(k, sd.where.sendWin, sd.where.sendAt, &c.in[k]))
       return fail(ncclInvalidUsage);

@@ -36,7 +36,15 @@ struct alignas(64) CallDesc {
   int8_t kind, type, op, unused;
   int32_t root;
   uint64_t bytes;  // the call's count in bytes
-  Scalar scalar;   // this rank's PreMulSum scalar, for its own input
+  // This rank's PreMulSum scalar, for its own input, in the one field of
+  // Scalar that the datatype uses (ScalarOf): the bits of `f` for floating
+  // types, `i` for integers.
+  uint64_t scalar;
+  // Every host collective this rank ran on the communicator so far, this one
+  // included, hashed in order (HostDirect::sig): a reader that finds another
+  // rank's different learns of a difference in a call that no rank compared
+  // (every rank a broadcast's root, say) or of a call that one rank skipped.
+  uint64_t sig;
   struct Where {
     int32_t sendWin, recvWin;  // the windows the buffers lie in, or -1: sendAt/recvAt are addresses
     uint64_t sendAt, recvAt;   // offsets in the windows, or addresses in the rank's process
@@ -48,13 +56,12 @@ struct alignas(64) CallDesc {
 };
 static_assert(sizeof(CallDesc) == 64, "a call's description is one cache line");
 
-// A rank's slot, in the segment every rank maps: four cache lines, so that a
-// peer polling one is not slowed by writes to another. Calls alternate
-// between two descriptions: an inline call has no closing barrier, so a rank
-// may publish the next call while another still reads this one's; it cannot
-// publish the one after before every rank published the next (its
-// description's `call`, stored after everything else in it), that is,
-// finished reading this one.
+// A rank's slot, in the segment every rank maps: two lines of counters, then
+// kDescs descriptions, a line each, so that a peer polling one line is not
+// slowed by writes to another. Calls take the descriptions in turn: an inline
+// call has no closing barrier, so a rank may publish the next calls while
+// others still read this one's; it publishes call c only once every rank's
+// `finished` reached c - kDescs (host_direct.cc).
 struct alignas(128) Slot {
   std::atomic<int32_t> failed;  // this rank failed or stopped: the others leave their direct calls
   char rarelyWritten[60];       // so the peers keep `failed` cached between calls
@@ -102,6 +109,7 @@ class HostDirect {
     return base + (static_cast<size_t>(k) * kDescs + call % kDescs) * kInlineBytes;
   }
   uint64_t calls = 0;        // direct calls this rank made
+  uint64_t sig = 0;          // CallDesc::sig: every host collective so far, inline, direct or not
   std::vector<uint64_t> seenFinished;  // each rank's `finished` as this rank last read it
   bool anyBuffer = false;    // every rank reaches every other's memory: calls need no windows
   int64_t inlineBytes = 0;   // calls up to this size run inline (every rank's agreed bound)

@@ -27,6 +27,15 @@
  *   tinymismatch   6 floats against 7: one rank's input in its description, the other's in the payloads
  *   kindmismatch   rank 1 calls a gather of 100 floats where the others call an all-to-all:
  *             they fail at once; rank 1 (a non-root, which reads no input) at its next call
+ *   unread    every rank broadcasts 4 floats with itself as the root, so no rank
+ *             reads another's call and each returns; the allreduce after it fails
+ *             with ncclInvalidUsage on every rank (the calls' signatures differ)
+ *   skipped   rank 0 makes a broadcast (root 0) that the others do not, then all an
+ *             allreduce on the ring and a broadcast: the others' fails with ncclInvalidUsage
+ *   latefail  rank 1 calls an allreduce where the others broadcast (root 0): rank 1
+ *             fails; the others' broadcast fails with ncclRemoteError naming rank 1,
+ *             or if it looked first, their next one does (after a pause), though
+ *             rank 0 reads no other rank
  *   abort     processes; rank 1 aborts its communicator and stays alive: the
  *             others' collective fails with ncclRemoteError in seconds
  *   destroy   the same with ncclCommDestroy
@@ -337,13 +346,55 @@ static void* runRank(void* arg) {
     if (rank != 1) {
       CHECK(r == ncclInvalidUsage, "an alltoall against rank 1's gather gave %d, not ncclInvalidUsage", r);
     } else {
-      /* A gather's non-root reads no other rank's input and may return before
-       * the others look; its next call that reads theirs fails. */
-      CHECK(r == ncclSuccess || r == ncclInvalidUsage, "the mismatched gather gave %d", r);
+      /* A gather's non-root reads no other rank's input: it returns, or fails
+       * if the others already stopped; else its next call fails. */
+      CHECK(r == ncclSuccess || r == ncclRemoteError, "the mismatched gather gave %d", r);
       if (r == ncclSuccess) {
         r = ncclAllReduce(sendWin, recvWin, 100, ncclFloat, ncclSum, comm, NULL);
         CHECK(r == ncclRemoteError, "the call after a mismatched gather gave %d, not ncclRemoteError", r);
       }
+    }
+    ncclCommAbort(comm);
+    return NULL;
+  }
+  if (is("unread")) { /* 4 floats: in the descriptions */
+    fill(sendWin, rank, 4);
+    CHECK(ncclBroadcast(sendWin, recvWin, 4, ncclFloat, rank, comm, NULL) == ncclSuccess,
+          "a broadcast that only its own rank roots should return (no rank reads another)");
+    ncclResult_t r = ncclAllReduce(sendWin, recvWin, 4, ncclFloat, ncclSum, comm, NULL);
+    CHECK(r == ncclInvalidUsage, "the allreduce after broadcasts with different roots gave %d, not ncclInvalidUsage",
+          r);
+    ncclCommAbort(comm);
+    return NULL;
+  }
+  if (is("skipped")) {
+    float* big = malloc(64 << 10); /* 64 KiB: above the inline bound, below the direct one: the ring */
+    CHECK(big != NULL, "malloc");
+    fill(big, rank, 16 << 10);
+    fill(sendWin, rank, 4);
+    if (rank == 0)
+      CHECK(ncclBroadcast(sendWin, recvWin, 4, ncclFloat, 0, comm, NULL) == ncclSuccess, "the extra broadcast");
+    CHECK(ncclAllReduce(big, big, 16 << 10, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "the ring allreduce");
+    ncclResult_t r = ncclBroadcast(sendWin, recvWin, 4, ncclFloat, 0, comm, NULL);
+    if (rank != 0) CHECK(r == ncclInvalidUsage, "rank %d's broadcast after a call rank 0 made alone gave %d", rank, r);
+    else CHECK(r == ncclSuccess || r == ncclRemoteError, "rank 0's broadcast gave %d", r);
+    free(big);
+    ncclCommAbort(comm);
+    return NULL;
+  }
+  if (is("latefail")) {
+    fill(sendWin, rank, 100);
+    ncclResult_t r = rank == 1 ? ncclAllReduce(sendWin, recvWin, 100, ncclFloat, ncclSum, comm, NULL)
+                               : ncclBroadcast(sendWin, recvWin, 100, ncclFloat, 0, comm, NULL);
+    if (rank == 1) {
+      CHECK(r == ncclInvalidUsage, "an allreduce against broadcasts gave %d", r);
+    } else if (r == ncclSuccess) { /* it looked before rank 1 failed: its next call sees it */
+      const struct timespec pause = {0, 300 * 1000 * 1000};
+      nanosleep(&pause, NULL); /* rank 1's failure is in its slot by now */
+      r = ncclBroadcast(sendWin, recvWin, 100, ncclFloat, 0, comm, NULL);
+      CHECK(r == ncclRemoteError, "rank %d's broadcast after rank 1 failed gave %d", rank, r);
+    } else {
+      CHECK(r == ncclRemoteError, "rank %d's broadcast beside rank 1's failed allreduce gave %d", rank, r);
     }
     ncclCommAbort(comm);
     return NULL;

@@ -287,8 +287,9 @@ def test_inline_kind_mismatch_fails_every_rank(c_program):
     # Rank 1 calls a gather where ranks 0 and 2 call an all-to-all of the same
     # count (inline: 1200 bytes): ncclInvalidUsage on ranks 0 and 2, each WARN
     # naming rank 1's call. Rank 1, the gather's non-root, reads no other
-    # rank's input and may return first (as OpenMPI's rooted calls do); then
-    # its next call fails with ncclRemoteError, naming a rank that stopped.
+    # rank's input and returns (as OpenMPI's rooted calls do) unless it sees
+    # the others stopped already; then its next call fails with
+    # ncclRemoteError, naming a rank that stopped.
     p = run(c_program("host_direct"), "kindmismatch", 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
             timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
@@ -296,7 +297,26 @@ def test_inline_kind_mismatch_fails_every_rank(c_program):
     theirs = re.findall(r"rank (\d) runs (\w+) of 400 bytes of float32, sum, root 0, where this rank runs (\w+)", p.stderr)
     assert ("1", "Gather", "AllToAll") in theirs, p.stderr[-3000:]
     assert sum(1 for t in theirs if t[0] == "1") == 2, p.stderr[-3000:]  # ranks 0 and 2 each name rank 1
-    assert ("0", "AllToAll", "Gather") in theirs or re.search(r"rank 1\): rank [02] stopped", p.stderr), p.stderr[-3000:]
+    assert re.search(r"rank 1\): rank [02] stopped", p.stderr), p.stderr[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode,theirs", [
+    ("unread", r"rank \d\): rank \d made other collective calls than this rank before this one"),
+    ("skipped", r"rank [12]\): rank 0 made other collective calls than this rank before this one"),
+    ("latefail", r"rank [02]\): rank 1 stopped")])
+def test_inline_mismatch_no_rank_compared_is_caught_later(c_program, mode, theirs):
+    # Calls that differ where no rank reads another's (every rank a
+    # broadcast's root: "unread"), or a call one rank made alone ("skipped"):
+    # the running signature in every call's description fails the next call
+    # that reads, with ncclInvalidUsage. A rank that reads nobody learns that
+    # another failed at its next call, not up to 7 calls later ("latefail").
+    for n in (2, 3):
+        p = run(c_program("host_direct"), mode, n, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
+                timeout=100)
+        assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+        assert f"OK: {n} ranks" in p.stdout
+        assert re.search(theirs, p.stderr), p.stderr[-3000:]
 
 
 @pytest.mark.timeout(120)
