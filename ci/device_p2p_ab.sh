@@ -24,10 +24,14 @@ BEFORE=/tmp/before
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 if has build && [ ! -e /tmp/p2p-ab-built ]; then
-  # The library without the patch, from a copy of the sources taken before
-  # the patch goes in, built while pip builds the patched tree.
+  # The library without the patch, from a copy of the sources (the patch
+  # taken out if an earlier call put it in), built while pip builds the
+  # patched tree.
   rm -rf /tmp/before-src && mkdir -p /tmp/before-src &&
-    tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C /tmp/before-src
+    tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C /tmp/before-src || exit 1
+  if (cd /tmp/before-src && git apply --check -R "$PATCH" 2> /dev/null); then
+    (cd /tmp/before-src && git apply -R "$PATCH") || exit 1
+  fi
   ( cmake -S /tmp/before-src -B "$BEFORE" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DACCL_CUDA=ON &&
       cmake --build "$BEFORE" -j"$(nproc)" --target nccl ) > "$OUT/build_before.txt" 2>&1 &
   before=$!
