@@ -374,9 +374,11 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
   // every rank left the call: a rank may still be writing into this rank's
   // output, which the caller may reuse once this returns. A rank that has not
   // published the call never touches a buffer of it: if it publishes later,
-  // it sees this rank stopped before it moves anything (both sides seq_cst).
-  // (Inline calls go on once the descriptions they read hold the call,
-  // before `published` may be; they write no other rank's buffer, only their own.)
+  // it sees this rank stopped before it moves anything (both sides seq_cst:
+  // a direct call publishes seq_cst on every rank, since every rank decides
+  // alike). (Inline calls publish with release and go on once the
+  // descriptions they read hold the call; they write no other rank's buffer,
+  // only their own.)
   auto fail = [&](ncclResult_t r) {
     mine.failed.store(1);
     mine.left.store(call);
