@@ -27,6 +27,10 @@
  *   tinymismatch   6 floats against 7: one rank's input in its description, the other's in the payloads
  *   kindmismatch   rank 1 calls a gather of 100 floats where the others call an all-to-all:
  *             they fail at once; rank 1 (a non-root, which reads no input) at its next call
+ *   runahead  2 processes; rank 1 starts 1 s late: rank 0's broadcasts (root 0,
+ *             4 floats in the description, then 64 in the payloads) return at once
+ *             for 7 calls ahead of rank 1 and the 8th waits for it; rank 1 gets
+ *             every call's own values
  *   unread    every rank broadcasts 4 floats with itself as the root, so no rank
  *             reads another's call and each returns; the allreduce after it fails
  *             with ncclInvalidUsage on every rank (the calls' signatures differ)
@@ -352,6 +356,27 @@ static void* runRank(void* arg) {
       if (r == ncclSuccess) {
         r = ncclAllReduce(sendWin, recvWin, 100, ncclFloat, ncclSum, comm, NULL);
         CHECK(r == ncclRemoteError, "the call after a mismatched gather gave %d, not ncclRemoteError", r);
+      }
+    }
+    ncclCommAbort(comm);
+    return NULL;
+  }
+  if (is("runahead")) {
+    const struct timespec late = {1, 0};
+    for (int count = 4; count <= 64; count *= 16) { /* 16 and 256 bytes: description, then payload */
+      if (rank == 1) nanosleep(&late, NULL);
+      for (int call = 0; call < 12; ++call) {
+        for (int i = 0; i < count; ++i) sendWin[i] = (float)(call * 1000 + i);
+        const double t0 = now();
+        CHECK(ncclBroadcast(sendWin, recvWin, count, ncclFloat, 0, comm, NULL) == ncclSuccess, "broadcast %d", call);
+        const double took = now() - t0;
+        /* A rank publishes call c once every rank finished c - 8: the root's
+         * first 8 calls (0-7) need nobody, its 9th waits for rank 1. */
+        if (rank == 0 && call < 8) CHECK(took < 0.3, "the root's call %d waited %.2f s for nothing", call, took);
+        if (rank == 0 && call == 8) CHECK(took > 0.5, "the root's call 8 ran %.2f s after rank 1's call 0", took);
+        if (rank == 1)
+          for (int i = 0; i < count; ++i)
+            CHECK(recvWin[i] == (float)(call * 1000 + i), "call %d: element %d is %g", call, i, recvWin[i]);
       }
     }
     ncclCommAbort(comm);

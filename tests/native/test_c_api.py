@@ -301,6 +301,19 @@ def test_inline_kind_mismatch_fails_every_rank(c_program):
 
 
 @pytest.mark.timeout(120)
+def test_inline_root_runs_seven_calls_ahead_and_no_more(c_program):
+    # Rank 1 starts 1 s late: the broadcast root's first 8 calls return at
+    # once (they need no other rank), its 9th waits for rank 1 to finish call
+    # 1 (a rank publishes call c once every rank finished c - 8), and rank 1
+    # gets every call's own values, from the descriptions (16 bytes) and from
+    # the payloads (256 bytes). Running 8 ahead instead fails both ways.
+    p = run(c_program("host_direct"), "runahead", 2, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
+            timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert "OK: 2 ranks" in p.stdout
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode,theirs", [
     ("unread", r"rank \d\): rank \d made other collective calls than this rank before this one"),
     ("skipped", r"rank [12]\): rank 0 made other collective calls than this rank before this one"),
