@@ -294,7 +294,9 @@ static void rootedRuns(int rank, ncclComm_t comm) {
   const size_t n = 4;
   for (int pass = 0; pass < 5; ++pass)
     for (int call = 0; call < 400; ++call) {
-      const int kind = pass < 4 ? pass : call % 4, root = pass < 4 ? 0 : call % nranks;
+      /* The last pass: every kind with every root in turn (call / 4, not call,
+       * picks the root, so that 2 or 4 ranks do not pin a root to a kind). */
+      const int kind = pass < 4 ? pass : call % 4, root = pass < 4 ? 0 : (call / 4 + call) % nranks;
       for (size_t i = 0; i < (size_t)nranks * n; ++i) send[i] = (float)(rank * 1000 + call * 7 + (int)i);
       switch (kind) {
         case 0:
