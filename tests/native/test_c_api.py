@@ -12,6 +12,16 @@ def run(exe, *args, env=None, timeout=180):
     return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=e)
 
 
+def host_direct_ok(c_program, mode, nranks, **env):
+    """tests/c/host_direct.c MODE N, which must pass on every rank ("OK: N
+    ranks"); the process, whose stderr holds the WARN lines."""
+    p = run(c_program("host_direct"), mode, nranks, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN", **env},
+            timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert f"OK: {nranks} ranks" in p.stdout
+    return p
+
+
 def test_bad_arguments_give_errors_and_warnings(c_program):
     p = run(c_program("bad_args"), env={"NCCL_DEBUG": "WARN"})
     print(p.stdout)
@@ -274,10 +284,7 @@ def test_failed_direct_call_leaves_the_output_alone(c_program):
 def test_direct_collective_mismatch_fails_every_rank(c_program, mode):
     # Rank 1 passes another count ("mismatch") or another datatype of the same
     # size ("dtype"): ncclInvalidUsage on every rank, each WARN naming a rank.
-    p = run(c_program("host_direct"), mode, 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
-            timeout=100)
-    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
-    assert "OK: 3 ranks" in p.stdout
+    p = host_direct_ok(c_program, mode, 3)
     assert len(re.findall(r"rank \d runs AllReduce of \d+ bytes of \w+, sum, root 0, where this rank runs AllReduce",
                           p.stderr)) == 3, p.stderr[-3000:]
 
@@ -290,10 +297,7 @@ def test_inline_kind_mismatch_fails_every_rank(c_program):
     # rank's input and returns (as OpenMPI's rooted calls do) unless it sees
     # the others stopped already; then its next call fails with
     # ncclRemoteError, naming a rank that stopped.
-    p = run(c_program("host_direct"), "kindmismatch", 3, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
-            timeout=100)
-    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
-    assert "OK: 3 ranks" in p.stdout
+    p = host_direct_ok(c_program, "kindmismatch", 3)
     theirs = re.findall(r"rank (\d) runs (\w+) of 400 bytes of float32, sum, root 0, where this rank runs (\w+)", p.stderr)
     assert ("1", "Gather", "AllToAll") in theirs, p.stderr[-3000:]
     assert sum(1 for t in theirs if t[0] == "1") == 2, p.stderr[-3000:]  # ranks 0 and 2 each name rank 1
@@ -307,10 +311,7 @@ def test_inline_root_runs_seven_calls_ahead_and_no_more(c_program):
     # 1 (a rank publishes call c once every rank finished c - 8), and rank 1
     # gets every call's own values, from the descriptions (16 bytes) and from
     # the payloads (256 bytes). Running 8 ahead instead fails both ways.
-    p = run(c_program("host_direct"), "runahead", 2, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
-            timeout=100)
-    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
-    assert "OK: 2 ranks" in p.stdout
+    host_direct_ok(c_program, "runahead", 2)
 
 
 @pytest.mark.timeout(120)
@@ -325,10 +326,7 @@ def test_inline_mismatch_no_rank_compared_is_caught_later(c_program, mode, their
     # that reads, with ncclInvalidUsage. A rank that reads nobody learns that
     # another failed at its next call, not up to 7 calls later ("latefail").
     for n in (2, 3):
-        p = run(c_program("host_direct"), mode, n, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
-                timeout=100)
-        assert p.returncode == 0, p.stdout + p.stderr[-4000:]
-        assert f"OK: {n} ranks" in p.stdout
+        p = host_direct_ok(c_program, mode, n)
         assert re.search(theirs, p.stderr), p.stderr[-3000:]
 
 
