@@ -54,8 +54,11 @@ uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull
 
 bool commValid(const ncclComm* comm) {
   if (!comm) return false;
+  // No communicator left the registry since this thread found `comm` in it:
+  // still registered (its magic changes only after it leaves, in commFree,
+  // so the cached answer reads nothing of a communicator being freed).
   if (comm == lastValid.comm && lastValid.generation == registryGeneration.load(std::memory_order_acquire))
-    return comm->magic == kCommMagic;
+    return true;
   std::lock_guard<std::mutex> g(registryMu());
   if (!registry().count(comm) || comm->magic != kCommMagic) return false;
   lastValid = {comm, registryGeneration.load(std::memory_order_relaxed)};
