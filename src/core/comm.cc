@@ -1,6 +1,7 @@
 #include "core/comm.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -24,7 +25,12 @@ namespace accl {
 namespace {
 
 std::mutex& registryMu() {
-  static std::mutex* m = new std::mutex();
+  static std::mutex* m = [] {
+    // fork() waits until no thread is inside the registry, so that a child
+    // never inherits the lock held by a thread it does not have.
+    pthread_atfork([] { registryMu().lock(); }, [] { registryMu().unlock(); }, [] { registryMu().unlock(); });
+    return new std::mutex();
+  }();
   return *m;
 }
 std::set<const ncclComm*>& registry() {

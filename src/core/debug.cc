@@ -1,5 +1,6 @@
 #include "core/debug.h"
 
+#include <pthread.h>
 #include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -30,7 +31,13 @@ struct LogState {
 };
 
 LogState& state() {
-  static LogState* s = new LogState();  // never destroyed: logging works during exit
+  static LogState* s = [] {
+    // fork() waits until no thread is writing a line, so that a child never
+    // inherits the lock held by a thread it does not have (its first WARN
+    // would wait forever).
+    pthread_atfork([] { state().mu.lock(); }, [] { state().mu.unlock(); }, [] { state().mu.unlock(); });
+    return new LogState();  // never destroyed: logging works during exit
+  }();
   return *s;
 }
 

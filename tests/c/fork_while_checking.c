@@ -1,0 +1,60 @@
+/* fork() while another thread is inside the library: a thread checks (bad)
+ * communicators without pause, each one taking the communicators' registry
+ * and writing a WARN line, while the main thread forks children that make
+ * the same call and exit. A child must never inherit a lock held by the
+ * checking thread, which it does not have: that call would wait forever.
+ * `fork_while_checking [FORKS]`; prints "OK: N forks" or the fork that hung. */
+#define _GNU_SOURCE
+#include <nccl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile int stop;
+
+static void* checker(void* arg) {
+  (void)arg;
+  int n;
+  for (uintptr_t i = 0; !stop; ++i) (void)ncclCommCount((ncclComm_t)(0x1000 + (i & 0xff0)), &n);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  const int forks = argc > 1 ? atoi(argv[1]) : 500;
+  pthread_t t;
+  if (pthread_create(&t, NULL, checker, NULL) != 0) return 2;
+  for (int i = 0; i < forks; ++i) {
+    pid_t p = fork();
+    if (p < 0) return 2;
+    if (p == 0) {
+      int n;
+      _exit(ncclCommCount((ncclComm_t)0x2000, &n) == ncclInvalidArgument ? 0 : 3);
+    }
+    int status = 0;
+    const struct timespec tick = {0, 1000 * 1000};
+    for (int ms = 0; waitpid(p, &status, WNOHANG) == 0; ++ms) {
+      if (ms == 3000) { /* a child's call takes microseconds */
+        kill(p, SIGKILL);
+        waitpid(p, &status, 0);
+        printf("FAILED: the child of fork %d hung in its first call\n", i);
+        stop = 1;
+        pthread_join(t, NULL);
+        return 1;
+      }
+      nanosleep(&tick, NULL);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      printf("FAILED: the child of fork %d exited with status %d\n", i, status);
+      return 1;
+    }
+  }
+  stop = 1;
+  pthread_join(t, NULL);
+  printf("OK: %d forks\n", forks);
+  return 0;
+}
