@@ -53,9 +53,10 @@ struct DevChan {
   DevCounters* cnt;    // this channel's tail and bytes, in the same allocation
   DevFifoCtrl* ctrl;   // device view of the shared control block (head, abort)
   uint64_t step;       // tail (sender) or head (receiver) of this side
-  // The sender: the receiver's head when it last read it. A kernel's sends
-  // may finish before the receiver ran (a send that fits the slots), so the
-  // next kernel's slots are free only up to it, not up to `step`.
+  // The peer's counter as this side last read it, kept between kernels: a
+  // sender's the receiver's head (a kernel's sends may finish before the
+  // receiver ran, a send that fits the slots, so the next kernel's slots are
+  // free only up to it, not up to `step`); a receiver's the sender's tail.
   uint64_t seen;
   uint64_t slotBytes;
   int32_t crossGpu;    // the ranks use different GPUs: steps fence at system scope
