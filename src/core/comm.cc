@@ -1,7 +1,6 @@
 #include "core/comm.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -19,20 +18,17 @@
 #include "coll/coll.h"
 #include "coll/host_direct.h"
 #include "core/check.h"
+#include "core/fork_safe.h"
 #include "core/mode.h"
 
 namespace accl {
 namespace {
 
 std::mutex& registryMu() {
-  static std::mutex* m = [] {
-    // fork() waits until no thread is inside the registry, so that a child
-    // never inherits the lock held by a thread it does not have.
-    pthread_atfork([] { registryMu().lock(); }, [] { registryMu().unlock(); }, [] { registryMu().unlock(); });
-    return new std::mutex();
-  }();
+  static std::mutex* m = new std::mutex();
   return *m;
 }
+const HeldAcrossFork<registryMu> registryFreeAtFork;
 std::set<const ncclComm*>& registry() {
   static std::set<const ncclComm*>* s = new std::set<const ncclComm*>();
   return *s;

@@ -1,6 +1,5 @@
 #include "core/debug.h"
 
-#include <pthread.h>
 #include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/fork_safe.h"
 #include "core/param.h"
 
 namespace accl {
@@ -31,15 +31,11 @@ struct LogState {
 };
 
 LogState& state() {
-  static LogState* s = [] {
-    // fork() waits until no thread is writing a line, so that a child never
-    // inherits the lock held by a thread it does not have (its first WARN
-    // would wait forever).
-    pthread_atfork([] { state().mu.lock(); }, [] { state().mu.unlock(); }, [] { state().mu.unlock(); });
-    return new LogState();  // never destroyed: logging works during exit
-  }();
+  static LogState* s = new LogState();  // never destroyed: logging works during exit
   return *s;
 }
+std::mutex& logMu() { return state().mu; }
+const HeldAcrossFork<logMu> logFreeAtFork;  // no child inherits a half-written line's lock
 
 // The device in log lines: host mode has none, and NCCL then prints [0].
 constexpr int kLogDevice = 0;
