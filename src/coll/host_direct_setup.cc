@@ -51,7 +51,13 @@ bool oneHost(const ncclComm* comm) {
   return true;
 }
 
-size_t segmentBytes(int n) { return static_cast<size_t>(n) * (sizeof(Slot) + kDescs * kInlineBytes); }
+// This rank's inline bound (ACCL_DIRECT_INLINE_BYTES, at most kInlineBytes).
+int64_t inlineBound() { return std::min<int64_t>(kInlineBytes, paramInt(Param::DirectInlineBytes)); }
+// Rank 0's bound sizes the payloads (the agreed one is the smallest any rank sets).
+size_t payloadBytesFor(int64_t bound) { return (static_cast<size_t>(std::max<int64_t>(bound, 0)) + 63) / 64 * 64; }
+size_t segmentBytes(int n, size_t payloadBytes) {
+  return static_cast<size_t>(n) * (sizeof(Slot) + kDescs * payloadBytes);
+}
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagHostDirect); }
 
 // This rank can read process `pid`'s memory: it reads the peer's process key
@@ -99,19 +105,24 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
            comm->name.c_str(), off);
     return ncclSuccess;
   }
-  // Rank 0 makes the slots; the others open them once an allgather says it
-  // did. Rank 0 unlinks the name after the next allgather, when all have.
-  const size_t bytes = segmentBytes(n);
-  std::vector<int32_t> made(n, 0);
+  // Rank 0 makes the slots, with payloads its inline bound's size; the others
+  // open them once an allgather says it did, and how large. Rank 0 unlinks the
+  // name after the next allgather, when all have.
+  std::vector<int64_t> made(n, -1);  // rank 0's payload size, or -1: no slots
   void* map = nullptr;
-  if (me == 0 && shmSegmentCreate(comm, "the direct collectives' slots", segmentName(comm), bytes, &map) == ncclSuccess) {  // else WARNed
-    memset(map, 0, bytes);
-    comm->hostDirect.reset(new HostDirect(comm, map, bytes, segmentName(comm)));
-    made[0] = 1;
+  if (me == 0) {
+    const size_t payloadBytes = payloadBytesFor(inlineBound()), bytes = segmentBytes(n, payloadBytes);
+    if (shmSegmentCreate(comm, "the direct collectives' slots", segmentName(comm), bytes, &map) == ncclSuccess) {  // else WARNed
+      memset(map, 0, bytes);
+      comm->hostDirect.reset(new HostDirect(comm, map, bytes, payloadBytes, segmentName(comm)));
+      made[0] = static_cast<int64_t>(payloadBytes);
+    }
   }
-  NCCLCHECK(comm->bootstrap->allgather(made.data(), sizeof(int32_t)));
-  if (me != 0 && made[0] && shmSegmentOpen(comm, "the direct collectives' slots", segmentName(comm), bytes, &map) == ncclSuccess)
-    comm->hostDirect.reset(new HostDirect(comm, map, bytes));
+  NCCLCHECK(comm->bootstrap->allgather(made.data(), sizeof(int64_t)));
+  const size_t payloadBytes = static_cast<size_t>(std::max<int64_t>(made[0], 0)), bytes = segmentBytes(n, payloadBytes);
+  if (me != 0 && made[0] >= 0 &&
+      shmSegmentOpen(comm, "the direct collectives' slots", segmentName(comm), bytes, &map) == ncclSuccess)
+    comm->hostDirect.reset(new HostDirect(comm, map, bytes, payloadBytes));
   // Each rank tries to attach to every process of another rank.
   struct Report {
     int32_t slots;      // this rank mapped the slots
@@ -121,8 +132,7 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
   };
   std::vector<Report> all(n);
   Report& mine = all[me];
-  mine = {comm->hostDirect != nullptr, -1, 0,
-          std::min<int64_t>(kInlineBytes, paramInt(Param::DirectInlineBytes)), paramInt(Param::DirectMinBytes)};
+  mine = {comm->hostDirect != nullptr, -1, 0, inlineBound(), paramInt(Param::DirectMinBytes)};
   for (int q = 0; q < n && mine.unreached < 0; ++q) {
     if (q == me || sameProcess(comm, q)) continue;
     if (paramInt(Param::Cma) == 0) {

@@ -17,7 +17,9 @@
 namespace accl {
 
 // Calls this small carry their input in the slots' segment itself: each rank
-// has kDescs payloads of kInlineBytes after the slots, used in turn.
+// has kDescs payloads after the slots, used in turn, each as large as rank 0's
+// inline bound (ACCL_DIRECT_INLINE_BYTES, at most kInlineBytes), which the
+// bound the ranks agree on never exceeds.
 constexpr size_t kInlineBytes = 16384;
 
 // How many calls' descriptions (and payloads) a rank's slot holds, used in
@@ -85,8 +87,8 @@ struct Reach {
 class HostDirect {
  public:
   // `owner`: the segment's name, which this rank made and unlinks at the latest here.
-  HostDirect(ncclComm* comm, void* map, size_t bytes, std::string owner = {})
-      : slots(static_cast<Slot*>(map)), seenFinished(comm->nranks), in(comm->nranks), out(comm->nranks), scalars(comm->nranks),
+  HostDirect(ncclComm* comm, void* map, size_t bytes, size_t payloadBytes, std::string owner = {})
+      : slots(static_cast<Slot*>(map)), payloadBytes(payloadBytes), seenFinished(comm->nranks), in(comm->nranks), out(comm->nranks), scalars(comm->nranks),
         order(comm->nranks), src(comm->nranks), comm_(comm), bytes_(bytes), owner_(std::move(owner)) {
     comm_->directStopWord.store(&slots[comm->rank].failed);
   }
@@ -103,10 +105,11 @@ class HostDirect {
   }
 
   Slot* slots;
+  const size_t payloadBytes;  // the room for one inline call's input (rank 0's bound)
   // Rank k's input of call `call`, when it runs inline.
   char* payload(int k, uint64_t call) const {
     char* base = reinterpret_cast<char*>(slots + comm_->nranks);
-    return base + (static_cast<size_t>(k) * kDescs + call % kDescs) * kInlineBytes;
+    return base + (static_cast<size_t>(k) * kDescs + call % kDescs) * payloadBytes;
   }
   uint64_t calls = 0;        // direct calls this rank made
   uint64_t sig = 0;          // CallDesc::sig: every host collective so far, inline, direct or not

@@ -14,6 +14,9 @@
  *             ACCL_DIRECT_MIN_BYTES=4096: the ranks agree on the bounds at
  *             init (none inline, direct from 4096 bytes), so they agree on
  *             every call's path
+ *   payloads  plain, but rank 0 sets ACCL_DIRECT_INLINE_BYTES=1000: the calls
+ *             up to 1000 bytes run inline, and the slots' payloads are 1 KiB
+ *             (rank 0's bound), not the default 8 KiB
  *   mixed     procs, but rank 1 calls on malloc'd buffers outside the windows:
  *             the others reach its buffers through cross memory attach, it
  *             reaches theirs through the mapped windows
@@ -53,7 +56,8 @@
  * offsets inside the buffers, with sum, max, prod, avg and a PreMulSum whose
  * scalar differs by rank, checked element by element against exact integer
  * arithmetic; modes with windows then deregister them and run an allreduce
- * on the same buffers again. Prints "OK: N ranks" from rank 0. */
+ * on the same buffers again. Prints "OK: N ranks" from rank 0, and before the
+ * calls how large its mapping of the slots' segment is. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
 #include <pthread.h>
@@ -210,6 +214,20 @@ static void collectives(int rank, ncclComm_t comm, float* sendWin, float* recvWi
 
 static int is(const char* m) { return strcmp(mode, m) == 0; }
 
+/* The bytes this process maps of the direct collectives' slots, or 0: the
+ * shared memory segment named "/accl-<hash>-0-0-5" (5: kTagHostDirect). */
+static size_t slotsMapped(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  char line[512];
+  size_t bytes = 0;
+  unsigned long lo, hi;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, "/dev/shm/accl-") && strstr(line, "-0-0-5") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+      bytes = hi - lo;
+  if (f) fclose(f);
+  return bytes;
+}
+
 /* 300 small calls back to back, each with other values: most run inline
  * (their inputs carried in the slots' segment, no closing barrier), some on
  * the ring, so a rank that ran ahead must not disturb a call another rank is
@@ -328,7 +346,8 @@ static void* runRank(void* arg) {
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
   const int threads = is("threads") || is("plainthreads");
-  const int windows = !is("plain") && !is("plainthreads") && !is("forked") && !is("late") && !is("bounds");
+  const int windows = !is("plain") && !is("plainthreads") && !is("forked") && !is("late") && !is("bounds") &&
+                      !is("payloads");
   const int shareable = !threads && windows && !(is("private") && rank == 1);
   const size_t bytes = ((size_t)nranks * COUNT + SKEW) * sizeof(float);
   float *sendWin, *recvWin;
@@ -477,6 +496,7 @@ static void* runRank(void* arg) {
     return NULL;
   }
 
+  if (rank == 0) printf("rank 0 maps %zu bytes of slots\n", slotsMapped());
   smallCalls(rank, comm);
   rootedRuns(rank, comm);
   if (is("mixed") && rank == 1) {  /* its buffers of the calls lie outside the windows */
@@ -521,6 +541,10 @@ static void otherBoundsOnRank1(int r) {
   }
 }
 
+static void smallPayloadsOnRank0(int r) {
+  if (r == 0) setenv("ACCL_DIRECT_INLINE_BYTES", "1000", 1);
+}
+
 static void shortTimeoutOnRank1(int r) {
   if (r == 1) setenv("ACCL_TIMEOUT", "1", 1);
 }
@@ -542,7 +566,7 @@ int main(int argc, char** argv) {
       CHECK(ncclCommInitAll(&one, 1, &dev) == ncclSuccess && ncclCommDestroy(one) == ncclSuccess, "a 1-rank comm");
     }
     CHECK(forkRanks(nranks, &id, runRank, is("nodirect") ? noDirectOnRank1 : is("nocma") ? noCmaOnRank1 : is("late") ? shortTimeoutOnRank1
-                                   : is("bounds") ? otherBoundsOnRank1 : NULL) == 0,
+                                   : is("bounds") ? otherBoundsOnRank1 : is("payloads") ? smallPayloadsOnRank0 : NULL) == 0,
           "a rank failed");
   }
   printf("OK: %d ranks\n", nranks);

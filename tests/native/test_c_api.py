@@ -223,6 +223,7 @@ DIRECT_MODES = {
     "plainthreads": ("on any buffer", None, "process"),
     "forked": ("on any buffer", None, "attach"),
     "bounds": ("on any buffer", None, "attach"),
+    "payloads": ("on any buffer", None, "attach"),
     "mixed": ("on any buffer", "direct", "mixed"),
     "nocma": ("only on symmetric windows: rank 1 runs with ACCL_CMA=0", "direct", "windows"),
     "nodirect": ("no direct collectives: rank 1 runs with ACCL_DIRECT=0", None, None),
@@ -232,7 +233,7 @@ DIRECT_MODES = {
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("mode,nranks", [("threads", 2), ("threads", 3), ("procs", 2), ("procs", 3), ("procs", 4),
                                          ("private", 3), ("plain", 2), ("plain", 4), ("plainthreads", 3),
-                                         ("forked", 2), ("bounds", 3), ("mixed", 3), ("nocma", 3), ("nodirect", 3)])
+                                         ("forked", 2), ("bounds", 3), ("payloads", 3), ("mixed", 3), ("nocma", 3), ("nodirect", 3)])
 def test_direct_collectives_in_host_mode(c_program, mode, nranks):
     # Every collective, in place and not, sum/max/prod/avg and a PreMulSum
     # whose scalar differs by rank, checked element by element; in windows
@@ -244,6 +245,11 @@ def test_direct_collectives_in_host_mode(c_program, mode, nranks):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-4000:]
     assert f"OK: {nranks} ranks" in p.stdout
     init, window, reach = DIRECT_MODES[mode]
+    # The slots' segment: per rank two lines of counters and 8 descriptions,
+    # then 8 payloads of rank 0's inline bound (8 KiB by default).
+    payload = 1024 if mode == "payloads" else 8192
+    slots = -(-nranks * (128 + 64 * 8 + 8 * payload) // 4096) * 4096 if reach else 0
+    assert f"rank 0 maps {slots} bytes of slots" in p.stdout, p.stdout[-3000:]
     assert len(re.findall(r": (no )?direct collectives( on any| only|:)", p.stderr)) == 1, p.stderr[-4000:]
     assert init in p.stderr, p.stderr[-4000:]
     direct = len(re.findall(r"window #[01]: direct collectives", p.stderr))
