@@ -18,6 +18,7 @@
 #include "coll/tuner.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/fork_safe.h"
 #include "core/wait.h"
 #include "transport/connection.h"
 
@@ -29,6 +30,8 @@ namespace {
 // peer that reads the key at that address through cross memory attach has
 // reached this very process. A child of fork() makes a key of its own.
 std::mutex keyMu;
+std::mutex& keyLock() { return keyMu; }
+const HeldAcrossFork<keyLock> keyFreeAtFork;  // a child makes its key under it
 uint64_t key = 0;
 pid_t keyPid = 0;
 uint64_t processKey() {

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "core/debug.h"
+#include "core/fork_safe.h"
 
 namespace accl {
 namespace {
@@ -21,7 +22,9 @@ struct Allocation {
   int fd;
 };
 
-std::mutex mu;
+std::mutex mu;  // the allocations
+std::mutex& allocationsLock() { return mu; }
+const HeldAcrossFork<allocationsLock> allocationsFreeAtFork;  // a child may allocate and free too
 std::map<uintptr_t, Allocation>& allocations() {  // by base address
   static auto* m = new std::map<uintptr_t, Allocation>();  // never destroyed: frees may follow static destructors
   return *m;

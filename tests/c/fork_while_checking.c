@@ -1,12 +1,13 @@
 /* fork() while another thread is inside the library: a thread checks (bad)
  * communicators without pause, each one taking the communicators' registry
  * and writing a WARN line, while the main thread forks children that make
- * the same call and exit. A child must never inherit a lock held by the
- * checking thread, which it does not have: that call would wait forever. The
- * first forks race the thread's first call, which sets the library up (a fork
- * handler registered then ran in only one half of a fork, and 58 of 100 runs
- * of 20 forks hung). `fork_while_checking [FORKS]`; prints "OK: N forks" or
- * the fork that hung. */
+ * the same calls and exit (some with ncclMemAlloc and ncclMemFree, or a
+ * 1-rank communicator's init and destroy, which take locks of their own). A
+ * child must never inherit a lock held by the checking thread, which it does
+ * not have: that call would wait forever. The first forks race the thread's
+ * first call, which sets the library up (a fork handler registered then ran
+ * in only one half of a fork, and 58 of 100 runs of 20 forks hung).
+ * `fork_while_checking [FORKS]`; prints "OK: N forks" or the fork that hung. */
 #define _GNU_SOURCE
 #include <nccl.h>
 #include <pthread.h>
@@ -20,10 +21,27 @@
 
 static volatile int stop;
 
+/* Step i of the checking thread, and what child i does: check a bad
+ * communicator; every 4th, allocate and free shareable memory; every `init`th,
+ * make a 1-rank communicator and destroy it (not more often: each leaves
+ * sockets in TIME_WAIT). */
+static int work(uintptr_t i, uintptr_t init) {
+  int n, ok = ncclCommCount((ncclComm_t)(0x1000 + (i & 0xff0)), &n) == ncclInvalidArgument;
+  if (i % 4 == 0) {
+    void* p = NULL;
+    ok = ok && ncclMemAlloc(&p, 8192) == ncclSuccess && ncclMemFree(p) == ncclSuccess;
+  }
+  if (i % init == 0) {
+    ncclComm_t one;
+    int dev = 0;
+    ok = ok && ncclCommInitAll(&one, 1, &dev) == ncclSuccess && ncclCommDestroy(one) == ncclSuccess;
+  }
+  return ok;
+}
+
 static void* checker(void* arg) {
   (void)arg;
-  int n;
-  for (uintptr_t i = 0; !stop; ++i) (void)ncclCommCount((ncclComm_t)(0x1000 + (i & 0xff0)), &n);
+  for (uintptr_t i = 0; !stop; ++i) (void)work(i, 1024);
   return NULL;
 }
 
@@ -34,14 +52,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < forks; ++i) {
     pid_t p = fork();
     if (p < 0) return 2;
-    if (p == 0) {
-      int n;
-      _exit(ncclCommCount((ncclComm_t)0x2000, &n) == ncclInvalidArgument ? 0 : 3);
-    }
+    if (p == 0) _exit(work((uintptr_t)i, 8) ? 0 : 3);
     int status = 0;
     const struct timespec tick = {0, 1000 * 1000};
     for (int ms = 0; waitpid(p, &status, WNOHANG) == 0; ++ms) {
-      if (ms == 3000) { /* a child's call takes microseconds */
+      if (ms == 3000) { /* a child's calls take milliseconds */
         kill(p, SIGKILL);
         waitpid(p, &status, 0);
         printf("FAILED: the child of fork %d hung in its first call\n", i);
