@@ -131,11 +131,12 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
     int32_t slots;      // this rank mapped the slots
     int32_t unreached;  // a rank whose process this one cannot attach to (itself: ACCL_CMA=0), or -1
     int32_t err;        // errno of the attempt
+    int32_t unused;     // sent too: no padding of uninitialised bytes
     int64_t inlineBytes, minBytes;  // this rank's ACCL_DIRECT_INLINE_BYTES and ACCL_DIRECT_MIN_BYTES
   };
   std::vector<Report> all(n);
   Report& mine = all[me];
-  mine = {comm->hostDirect != nullptr, -1, 0, inlineBound(), paramInt(Param::DirectMinBytes)};
+  mine = {comm->hostDirect != nullptr, -1, 0, 0, inlineBound(), paramInt(Param::DirectMinBytes)};
   for (int q = 0; q < n && mine.unreached < 0; ++q) {
     if (q == me || sameProcess(comm, q)) continue;
     if (paramInt(Param::Cma) == 0) {

@@ -121,6 +121,9 @@ void Rma::stop() {
     if (c) fifoWake(&c->fifo.ctrl->tail);  // the receiver may be asleep
   if (thread_.joinable()) thread_.join();
   sigCv_.notify_all();
+  // The communicator frees the connections next (commFree): a second stop,
+  // from ~Rma, must not wake them.
+  recvs_.clear();
 }
 
 void Rma::raise(int peer) {
@@ -298,6 +301,11 @@ ncclResult_t Rma::wait(const ncclWaitSignalDesc_t* descs, int n) {
       WARN("ncclWaitSignal (%s, rank %d): the communicator was aborted", comm_->name.c_str(), comm_->rank);
       return ncclInvalidUsage;
     }
+    if (comm_->revoked.load()) {  // with peers their connections stop too; alone, only this says so
+      WARN("ncclWaitSignal (%s, rank %d): the communicator was revoked (ncclCommRevoke)", comm_->name.c_str(),
+           comm_->rank);
+      return ncclInvalidUsage;
+    }
     if (deadline.expired()) {
       WARN("ncclWaitSignal (%s, rank %d of %d): timed out (ACCL_TIMEOUT) waiting for %llu signal(s) from rank %d "
            "(%llu arrived so far)", comm_->name.c_str(), comm_->rank, comm_->nranks,
@@ -353,6 +361,17 @@ struct RegEntry {
 // Checks a registration's allgather: every rank at the same registration, and
 // one kind of memory on all ranks and in all of the communicator's windows
 // (`kind` so far).
+// Rank q made another collective window call than this rank (a registration
+// against a deregistration): their exchanges differ in size, so the
+// communicator's bootstrap streams no longer line up, and a rank still waiting
+// in the exchange would wait until ACCL_TIMEOUT. Stop the communicator: those
+// ranks see its connections close now.
+ncclResult_t windowCallsDiffer(ncclComm* comm) {
+  commSetError(comm, ncclInvalidUsage);
+  comm->bootstrap->shutdownAll();
+  return ncclInvalidUsage;
+}
+
 ncclResult_t checkRegistration(ncclComm* comm, int index, int32_t kind, const std::vector<RegEntry>& all,
                                int32_t* agreed) {
   const char* fn = "ncclCommWindowRegister";
@@ -365,7 +384,7 @@ ncclResult_t checkRegistration(ncclComm* comm, int index, int32_t kind, const st
       WARN("%s (%s, rank %d): rank %d is at its registration #%lld but this rank at #%d: every rank must register "
            "(and deregister) windows in the same order", fn, comm->name.c_str(), comm->rank, q,
            static_cast<long long>(i), index);
-      return ncclInvalidUsage;
+      return w != kRegister ? windowCallsDiffer(comm) : ncclInvalidUsage;
     }
     if (all[q].flags != all[comm->rank].flags) {
       WARN("%s (%s, rank %d): rank %d registers its window with flags 0x%x, this rank with 0x%x: every rank must "
@@ -494,7 +513,7 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
       WARN("ncclCommWindowDeregister (%s, rank %d): rank %d is not deregistering window #%d at the same time "
            "(every rank must register and deregister windows in the same order)", comm->name.c_str(), comm->rank,
            q, win->index);
-      return ncclInvalidUsage;
+      return theirs[0] != kDeregister ? windowCallsDiffer(comm) : ncclInvalidUsage;
     }
     toMe[q] = theirs[2 + comm->rank];
   }

@@ -7,7 +7,10 @@
  * errors; collective deregistration; a wait that times out (ACCL_TIMEOUT must
  * be small). Prints "OK" from rank 0 at the end. `rma dead N`: processes; every
  * rank but 0 registers a window and exits, and rank 0's wait for their signals
- * must fail fast with the dead rank named, not at ACCL_TIMEOUT. */
+ * must fail fast with the dead rank named, not at ACCL_TIMEOUT. `rma differ N`:
+ * processes; after a first window, rank 0 registers a second one while the
+ * others deregister theirs, then stay 5 s before they abort: every rank's
+ * call fails within 3 s (the exchanges differ in size), not at ACCL_TIMEOUT. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
 #include <pthread.h>
@@ -143,6 +146,26 @@ static void* deadPeer(void* arg) {
   return NULL;
 }
 
+/* `rma differ`: rank 0 registers while the others deregister. */
+static void* differingCalls(void* arg) {
+  int rank = (int)(long)arg;
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
+  static char buf[4096], more[4096];
+  ncclWindow_t win, second;
+  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ncclResult_t r = rank == 0 ? ncclCommWindowRegister(comm, more, sizeof more, &second, NCCL_WIN_DEFAULT)
+                             : ncclCommWindowDeregister(comm, win);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK(r == ncclInvalidUsage || r == ncclRemoteError, "the differing window call returned %d", r);
+  CHECK(t1.tv_sec - t0.tv_sec < 3, "the differing window call took %ld s", (long)(t1.tv_sec - t0.tv_sec));
+  if (rank != 0) sleep(5); /* alive, its communicator not aborted: rank 0 must not wait for that */
+  ncclCommAbort(comm);
+  return NULL;
+}
+
 /* A process rank: its own "host" when asked, then the id from rank 0 through a pipe. */
 static void setHost(int rank) {
   if (!getenv("RMA_HOST_PER_RANK")) return;
@@ -161,7 +184,8 @@ int main(int argc, char** argv) {
     for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
     for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
   } else {
-    void* (*body)(void*) = strcmp(argv[1], "dead") == 0 ? deadPeer : runRank;
+    void* (*body)(void*) = strcmp(argv[1], "dead") == 0 ? deadPeer : strcmp(argv[1], "differ") == 0 ? differingCalls
+                                                                                                   : runRank;
     /* Forks before any NCCL call, so that each process reads its own NCCL_HOSTID. */
     CHECK(forkRanks(nranks, &id, body, setHost) == 0, "a rank failed");
   }

@@ -3,7 +3,10 @@
  * get ranks 0..2 in parent order and reduce correctly. 2: an allreduce that
  * waits for peers that never come is stopped by ncclCommRevoke from another
  * thread; a revoked communicator refuses new work; ncclCommShrink with
- * NCCL_SHRINK_ABORT and no exclusions rebuilds it. Prints "OK" at the end. */
+ * NCCL_SHRINK_ABORT and no exclusions rebuilds it. 3: on a 1-rank
+ * communicator, whose wait no connection ends, ncclCommRevoke from another
+ * thread stops an ncclWaitSignal for a signal that never comes. Prints "OK" at
+ * the end. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime under -std=c99 */
 #include <nccl.h>
 #include <pthread.h>
@@ -69,6 +72,35 @@ static void runAll(void* (*fn)(void*)) {
   for (int i = 0; i < N; ++i) pthread_join(t[i], NULL);
 }
 
+static ncclComm_t alone;
+static void* revokeAlone(void* arg) {
+  (void)arg;
+  struct timespec pause = {0, 300 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  CHECK(ncclCommRevoke(alone, 0) == ncclSuccess, "revoke the 1-rank communicator");
+  return NULL;
+}
+
+/* Phase 3: a wait for a signal that never comes, on a communicator of one rank. */
+static void revokeAloneWait(void) {
+  int dev = 0;
+  CHECK(ncclCommInitAll(&alone, 1, &dev) == ncclSuccess, "a 1-rank communicator");
+  static char buf[64];
+  ncclWindow_t win;
+  CHECK(ncclCommWindowRegister(alone, buf, sizeof buf, &win, 0) == ncclSuccess, "window");
+  pthread_t t;
+  pthread_create(&t, NULL, revokeAlone, NULL);
+  ncclWaitSignalDesc_t d = {1, 0, 0, 0};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const ncclResult_t r = ncclWaitSignal(1, &d, alone, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  pthread_join(t, NULL);
+  CHECK(r == ncclInvalidUsage, "the revoked 1-rank wait returned %d", r);
+  CHECK(t1.tv_sec - t0.tv_sec < 10, "revoke took %lds to stop the 1-rank wait", (long)(t1.tv_sec - t0.tv_sec));
+  CHECK(ncclCommDestroy(alone) == ncclSuccess, "destroy the 1-rank communicator");
+}
+
 int main(void) {
   CHECK(ncclCommInitAll(parent, N, NULL) == ncclSuccess, "ncclCommInitAll");
   runAll(phase1);
@@ -103,6 +135,7 @@ int main(void) {
     }
     ncclCommDestroy(parent[i]);
   }
+  revokeAloneWait();
   printf("OK\n");
   return 0;
 }

@@ -199,6 +199,19 @@ def test_windows_registered_inside_a_group(c_program, nranks):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_differing_window_calls_fail_at_once(c_program, nranks):
+    # Rank 0 registers a window while the others deregister one: their
+    # exchanges differ in size, and every rank's call must fail within seconds
+    # (ACCL_TIMEOUT is 60), the ones that saw it saying why.
+    env = {"ACCL_TIMEOUT": "60", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
+    p = run(c_program("rma"), "differ", nranks, env=env, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert f"OK: {nranks} ranks" in p.stdout
+    assert "at the same time (every rank must register and deregister windows in the same order)" in p.stderr
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("hosts", [False, True], ids=["shm", "sockets"])
 def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
     # Ranks 1 and 2 register a window and exit; rank 0's ncclWaitSignal must end
