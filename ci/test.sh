@@ -14,6 +14,12 @@ command -v cmake >/dev/null || "$PY" -m pip install -q "cmake>=3.18"
 # The CPU torch wheel (on this kind of machine's disk) for the accl.torch backend tests.
 "$PY" -m pip install -q torch==2.13.0
 
+# valgrind for the memory-error tests (tests/native/test_memcheck.py run the
+# programs plainly without it), where this machine's package manager can add it.
+if ! command -v valgrind >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  apt-get update -q >/dev/null && apt-get install -y -q valgrind >/dev/null || echo "valgrind not installed"
+fi
+
 # pytest-timeout bounds every test; multi-process tests carry their own deadlines.
 "$PY" -m pytest -q tests "$@"
 # The mpirun suite (docs/testing-mpi.md): collectives checked against MPI at 2, 3 and 4 ranks.

@@ -24,7 +24,7 @@ enum Needs : unsigned { kNone = 0, kOp = 1, kRoot = 2, kPeer = 4, kSend = 8, kRe
 
 // `span`: how many count-sized blocks the largest buffer of the call holds (n for allgather output).
 // For reducing calls it also resolves the op into a.red.
-ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
+ncclResult_t validate(CollArgs& a, unsigned needs, size_t span) {
   const char* fn = a.opName;
   NCCLCHECK(acclCheckUsable(a.comm, fn));
   ncclComm* comm = a.comm;
@@ -71,6 +71,9 @@ ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) {
   }
   return ncclSuccess;
 }
+
+// Inside a group, a call with bad arguments fails the group (core/group.h).
+ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) { return accl::groupFail(validate(a, needs, span)); }
 
 // Runs the operations of one call as NCCL does: inside the caller's group if
 // there is one, else as a group of their own. (A pointer and a count, so that

@@ -47,35 +47,38 @@ ncclResult_t checkParentReady(const ncclComm* comm, const char* fn) {
 extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                       ncclConfig_t* config) {
   ACCL_API_GUARD_BEGIN
-  NCCLCHECK(acclCheckComm(comm, "ncclCommSplit"));
-  if (!newcomm) {
-    WARN("ncclCommSplit: newcomm is NULL");
-    return ncclInvalidArgument;
-  }
-  *newcomm = nullptr;
-  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
-    WARN("ncclCommSplit: color %d is negative (use a color >= 0, or NCCL_SPLIT_NOCOLOR)", color);
-    return ncclInvalidArgument;
-  }
-  NCCLCHECK(checkParentReady(comm, "ncclCommSplit"));
-  if (config) {  // checked here too for a rank that gets no communicator
-    accl::CommConfig cfg;
-    NCCLCHECK(accl::readConfig(config, &cfg));
-  }
-  if (color == NCCL_SPLIT_NOCOLOR) {  // takes part in the exchange, gets no communicator
-    auto job = [comm, key] {
-      accl::CommUse use(comm);
-      return accl::commSplit(comm, NCCL_SPLIT_NOCOLOR, key, nullptr);
-    };
-    if (accl::groupActive()) {
-      accl::groupEnqueueInit(job);
-      return ncclSuccess;
+  // Inside a group, a call that fails here fails the group (core/group.h).
+  return accl::groupFail([&]() -> ncclResult_t {
+    NCCLCHECK(acclCheckComm(comm, "ncclCommSplit"));
+    if (!newcomm) {
+      WARN("ncclCommSplit: newcomm is NULL");
+      return ncclInvalidArgument;
     }
-    return job();
-  }
-  return startChild(
-      comm, config, [comm, color, key](ncclComm* child) { return accl::commSplit(comm, color, key, child); },
-      newcomm);
+    *newcomm = nullptr;
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+      WARN("ncclCommSplit: color %d is negative (use a color >= 0, or NCCL_SPLIT_NOCOLOR)", color);
+      return ncclInvalidArgument;
+    }
+    NCCLCHECK(checkParentReady(comm, "ncclCommSplit"));
+    if (config) {  // checked here too for a rank that gets no communicator
+      accl::CommConfig cfg;
+      NCCLCHECK(accl::readConfig(config, &cfg));
+    }
+    if (color == NCCL_SPLIT_NOCOLOR) {  // takes part in the exchange, gets no communicator
+      auto job = [comm, key] {
+        accl::CommUse use(comm);
+        return accl::commSplit(comm, NCCL_SPLIT_NOCOLOR, key, nullptr);
+      };
+      if (accl::groupActive()) {
+        accl::groupEnqueueInit(job);
+        return ncclSuccess;
+      }
+      return job();
+    }
+    return startChild(
+        comm, config, [comm, color, key](ncclComm* child) { return accl::commSplit(comm, color, key, child); },
+        newcomm);
+  }());
   ACCL_API_GUARD_END("ncclCommSplit")
 }
 NCCL_API_ALIAS(ncclCommSplit)
@@ -83,43 +86,46 @@ NCCL_API_ALIAS(ncclCommSplit)
 extern "C" ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   ACCL_API_GUARD_BEGIN
-  NCCLCHECK(acclCheckComm(comm, "ncclCommShrink"));
-  if (!newcomm) {
-    WARN("ncclCommShrink: newcomm is NULL");
-    return ncclInvalidArgument;
-  }
-  *newcomm = nullptr;
-  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
-    WARN("ncclCommShrink: shrinkFlags 0x%x is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT", shrinkFlags);
-    return ncclInvalidArgument;
-  }
-  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
-    WARN("ncclCommShrink: excludeRanksList is NULL with excludeRanksCount = %d", excludeRanksCount);
-    return ncclInvalidArgument;
-  }
-  std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
-  for (int r : excluded) {
-    if (r < 0 || r >= comm->nranks) {
-      WARN("ncclCommShrink (%s, rank %d): excluded rank %d is outside [0, nranks = %d)", comm->name.c_str(),
-           comm->rank, r, comm->nranks);
+  // Inside a group, a call that fails here fails the group (core/group.h).
+  return accl::groupFail([&]() -> ncclResult_t {
+    NCCLCHECK(acclCheckComm(comm, "ncclCommShrink"));
+    if (!newcomm) {
+      WARN("ncclCommShrink: newcomm is NULL");
       return ncclInvalidArgument;
     }
-    if (r == comm->rank) {
-      WARN("ncclCommShrink (%s, rank %d): this rank is in the exclude list; excluded ranks must not call it",
-           comm->name.c_str(), comm->rank);
+    *newcomm = nullptr;
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+      WARN("ncclCommShrink: shrinkFlags 0x%x is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT", shrinkFlags);
       return ncclInvalidArgument;
     }
-  }
-  if (!comm->initDone.load()) {
-    WARN("ncclCommShrink (%s, rank %d): the parent communicator is still initialising", comm->name.c_str(),
-         comm->rank);
-    return ncclInvalidUsage;
-  }
-  // NCCL_SHRINK_ABORT: the parent's operations in flight stop first (after a failure).
-  if (shrinkFlags == NCCL_SHRINK_ABORT) accl::commStopOperations(comm);
-  return startChild(
-      comm, config, [comm, excluded](ncclComm* child) { return accl::commShrink(comm, excluded, child); },
-      newcomm);
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
+      WARN("ncclCommShrink: excludeRanksList is NULL with excludeRanksCount = %d", excludeRanksCount);
+      return ncclInvalidArgument;
+    }
+    std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+    for (int r : excluded) {
+      if (r < 0 || r >= comm->nranks) {
+        WARN("ncclCommShrink (%s, rank %d): excluded rank %d is outside [0, nranks = %d)", comm->name.c_str(),
+             comm->rank, r, comm->nranks);
+        return ncclInvalidArgument;
+      }
+      if (r == comm->rank) {
+        WARN("ncclCommShrink (%s, rank %d): this rank is in the exclude list; excluded ranks must not call it",
+             comm->name.c_str(), comm->rank);
+        return ncclInvalidArgument;
+      }
+    }
+    if (!comm->initDone.load()) {
+      WARN("ncclCommShrink (%s, rank %d): the parent communicator is still initialising", comm->name.c_str(),
+           comm->rank);
+      return ncclInvalidUsage;
+    }
+    // NCCL_SHRINK_ABORT: the parent's operations in flight stop first (after a failure).
+    if (shrinkFlags == NCCL_SHRINK_ABORT) accl::commStopOperations(comm);
+    return startChild(
+        comm, config, [comm, excluded](ncclComm* child) { return accl::commShrink(comm, excluded, child); },
+        newcomm);
+  }());
   ACCL_API_GUARD_END("ncclCommShrink")
 }
 NCCL_API_ALIAS(ncclCommShrink)

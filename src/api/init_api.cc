@@ -68,34 +68,67 @@ ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn) {
 namespace {
 
 
-// Finishes an init job: records its result where ncclCommGetAsyncError sees it.
+// Finishes an init job: records its result where ncclCommGetAsyncError sees
+// it, after initDone, so that a caller told ncclSuccess finds it usable.
 ncclResult_t finishInit(ncclComm* comm, ncclResult_t r) {
+  comm->initDone.store(true);
   if (r == ncclSuccess) {
     comm->asyncError.store(ncclSuccess);
   } else {
     comm->asyncError.store(r);
     accl::commSetError(comm, r);
   }
-  comm->initDone.store(true);
   return r;
+}
+
+// An init job that owned its communicator (initOwner) is done with it: true
+// if it is still the caller's; false if another thread aborted or destroyed it
+// meanwhile, and it is now freed.
+bool releaseInit(ncclComm* comm) {
+  int owned = 1;
+  if (comm->initOwner.compare_exchange_strong(owned, 0)) return true;
+  accl::commFree(comm);
+  return false;
 }
 
 }  // namespace
 
 ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out) {
   comm->asyncError.store(ncclInProgress);
+  // A non-blocking init has a thread of its own, which commFree joins; any
+  // other runs on a caller's thread, and owns the comm until it returns.
+  const bool owned = accl::groupActive() || comm->config.blocking;
+  if (owned) comm->initOwner.store(1);
   accl::registerComm(comm);
   *out = comm;
   auto run = [comm, job] { return finishInit(comm, job()); };
   if (accl::groupActive()) {
-    accl::groupEnqueueInit(run);
+    accl::groupEnqueueInit(
+        [comm, run] {
+          const ncclResult_t r = comm->abortFlag.load() ? ncclInvalidUsage : run();  // aborted before the group ended
+          releaseInit(comm);
+          return r;
+        },
+        [comm](ncclResult_t error) {  // another call of the group failed: this init never runs
+          finishInit(comm, error);
+          releaseInit(comm);
+        });
     return ncclSuccess;
   }
-  if (!comm->config.blocking) {
+  if (!owned) {
     comm->initThread = std::thread(run);
     return ncclInProgress;
   }
+  const int rank = comm->rank;
   ncclResult_t r = run();
+  if (!releaseInit(comm)) {
+    *out = nullptr;
+    if (r == ncclSuccess) {
+      WARN("rank %d: another thread aborted or destroyed the communicator while its init ran", rank);
+      r = ncclInvalidUsage;
+    }
+    return r;
+  }
   if (r != ncclSuccess) {
     accl::commFree(comm);
     *out = nullptr;
@@ -105,34 +138,37 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
 
 ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
                           ncclConfig_t* config, int device) {
-  if (!out) {
-    WARN("%s: comm (the ncclComm_t* output) is NULL", fn);
-    return ncclInvalidArgument;
-  }
-  *out = nullptr;
-  if (nranks < 1) {
-    WARN("%s: nranks = %d must be at least 1", fn, nranks);
-    return ncclInvalidArgument;
-  }
-  if (rank < 0 || rank >= nranks) {
-    WARN("%s: rank = %d is outside [0, nranks = %d)", fn, rank, nranks);
-    return ncclInvalidArgument;
-  }
-  accl::UniqueIdLayout id;
-  memcpy(&id, commId.internal, sizeof(id));
-  if (!accl::uniqueIdValid(id)) {
-    WARN("%s: the ncclUniqueId was not made by ncclGetUniqueId (bad magic or address)", fn);
-    return ncclInvalidArgument;
-  }
-  accl::CommConfig cfg;
-  NCCLCHECK(accl::readConfig(config, &cfg));
-  NCCLCHECK(acclCheckMode(fn));
-  auto* comm = new ncclComm();
-  comm->config = cfg;
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->cudaDev = accl::devChoose(device);  // in the caller's thread: its current device, as NCCL
-  return acclStartInit(comm, [comm, id, nranks, rank] { return accl::commInit(comm, id, nranks, rank); }, out);
+  // Inside a group, an init that fails here fails the group (core/group.h).
+  return accl::groupFail([&]() -> ncclResult_t {
+    if (!out) {
+      WARN("%s: comm (the ncclComm_t* output) is NULL", fn);
+      return ncclInvalidArgument;
+    }
+    *out = nullptr;
+    if (nranks < 1) {
+      WARN("%s: nranks = %d must be at least 1", fn, nranks);
+      return ncclInvalidArgument;
+    }
+    if (rank < 0 || rank >= nranks) {
+      WARN("%s: rank = %d is outside [0, nranks = %d)", fn, rank, nranks);
+      return ncclInvalidArgument;
+    }
+    accl::UniqueIdLayout id;
+    memcpy(&id, commId.internal, sizeof(id));
+    if (!accl::uniqueIdValid(id)) {
+      WARN("%s: the ncclUniqueId was not made by ncclGetUniqueId (bad magic or address)", fn);
+      return ncclInvalidArgument;
+    }
+    accl::CommConfig cfg;
+    NCCLCHECK(accl::readConfig(config, &cfg));
+    NCCLCHECK(acclCheckMode(fn));
+    auto* comm = new ncclComm();
+    comm->config = cfg;
+    comm->rank = rank;
+    comm->nranks = nranks;
+    comm->cudaDev = accl::devChoose(device);  // in the caller's thread: its current device, as NCCL
+    return acclStartInit(comm, [comm, id, nranks, rank] { return accl::commInit(comm, id, nranks, rank); }, out);
+  }());
 }
 
 extern "C" ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {

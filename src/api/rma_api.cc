@@ -74,43 +74,49 @@ ncclResult_t nowOrAtGroupEnd(ncclComm* comm, std::function<ncclResult_t()> job) 
 extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                                int winFlags) {
   ACCL_API_GUARD_BEGIN
-  const char* fn = "ncclCommWindowRegister";
-  NCCLCHECK(acclCheckUsable(comm, fn));
-  if (!win) {
-    WARN("%s: win is NULL", fn);
-    return ncclInvalidArgument;
-  }
-  *win = nullptr;
-  if (!buff && size > 0) {
-    WARN("%s: buff is NULL with size %zu", fn, size);
-    return ncclInvalidArgument;
-  }
-  if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)) {
-    WARN("%s: unknown winFlags 0x%x (NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_STRICT_ORDERING)", fn,
-         winFlags);
-    return ncclInvalidArgument;
-  }
-  return nowOrAtGroupEnd(comm, [comm, buff, size, winFlags, win] {  // in a group, *win is set by ncclGroupEnd
-    accl::CommUse use(comm);
-    return accl::rmaRegister(comm, buff, size, winFlags, win);
-  });
+  // Inside a group, a call that fails here fails the group (core/group.h).
+  return accl::groupFail([&]() -> ncclResult_t {
+    const char* fn = "ncclCommWindowRegister";
+    NCCLCHECK(acclCheckUsable(comm, fn));
+    if (!win) {
+      WARN("%s: win is NULL", fn);
+      return ncclInvalidArgument;
+    }
+    *win = nullptr;
+    if (!buff && size > 0) {
+      WARN("%s: buff is NULL with size %zu", fn, size);
+      return ncclInvalidArgument;
+    }
+    if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)) {
+      WARN("%s: unknown winFlags 0x%x (NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_STRICT_ORDERING)", fn,
+           winFlags);
+      return ncclInvalidArgument;
+    }
+    return nowOrAtGroupEnd(comm, [comm, buff, size, winFlags, win] {  // in a group, *win is set by ncclGroupEnd
+      accl::CommUse use(comm);
+      return accl::rmaRegister(comm, buff, size, winFlags, win);
+    });
+  }());
   ACCL_API_GUARD_END("ncclCommWindowRegister")
 }
 NCCL_API_ALIAS(ncclCommWindowRegister)
 
 extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   ACCL_API_GUARD_BEGIN
-  const char* fn = "ncclCommWindowDeregister";
-  NCCLCHECK(acclCheckUsable(comm, fn));
-  NCCLCHECK(checkWindow(comm, win, fn));
-  return nowOrAtGroupEnd(comm, [comm, win, fn] {
-    accl::CommUse use(comm);
-    if (!accl::rmaHasWindow(comm, win)) {  // queued twice in one group: the first dropped it
-      WARN("%s: window %p was already deregistered", fn, static_cast<void*>(win));
-      return ncclInvalidUsage;
-    }
-    return accl::rmaDeregister(comm, win);
-  });
+  // Inside a group, a call that fails here fails the group (core/group.h).
+  return accl::groupFail([&]() -> ncclResult_t {
+    const char* fn = "ncclCommWindowDeregister";
+    NCCLCHECK(acclCheckUsable(comm, fn));
+    NCCLCHECK(checkWindow(comm, win, fn));
+    return nowOrAtGroupEnd(comm, [comm, win, fn] {
+      accl::CommUse use(comm);
+      if (!accl::rmaHasWindow(comm, win)) {  // queued twice in one group: the first dropped it
+        WARN("%s: window %p was already deregistered", fn, static_cast<void*>(win));
+        return ncclInvalidUsage;
+      }
+      return accl::rmaDeregister(comm, win);
+    });
+  }());
   ACCL_API_GUARD_END("ncclCommWindowDeregister")
 }
 NCCL_API_ALIAS(ncclCommWindowDeregister)

@@ -284,6 +284,11 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
 
 void commFree(ncclComm* comm) {
   unregisterComm(comm);
+  if (comm->initOwner.load() == 1) {  // an init on another thread uses it: that init leaves, and frees it
+    comm->abortFlag.store(1);
+    int owned = 1;
+    if (comm->initOwner.compare_exchange_strong(owned, 2)) return;
+  }
   if (comm->initThread.joinable()) comm->initThread.join();
   // Everything that could still wait on this comm checks abortFlag; give it time to leave.
   for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);

@@ -14,13 +14,17 @@ namespace {
 
 struct GroupState {
   int blocking = -1;  // of the communicators queued so far (-1: none yet)
+  ncclResult_t error = ncclSuccess;  // the first call that failed inside the group
   std::vector<std::function<ncclResult_t()>> inits;
+  std::vector<std::function<void(ncclResult_t)>> cancels;  // each init's, or empty
   std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>> commJobs;  // in call order
   std::vector<CollArgs> colls;
 
   void clear() {
     blocking = -1;
+    error = ncclSuccess;
     inits.clear();
+    cancels.clear();
     commJobs.clear();
     colls.clear();
   }
@@ -108,6 +112,16 @@ ncclResult_t groupEnd() {
     return ncclInvalidUsage;
   }
   if (--tlsDepth > 0) return ncclSuccess;
+  if (g.error != ncclSuccess) {
+    const ncclResult_t error = g.error;
+    auto cancels = std::move(g.cancels);
+    g.clear();
+    WARN("ncclGroupEnd: a call inside the group failed (error %d, see above): nothing queued in the group ran, "
+         "and its inits failed", static_cast<int>(error));
+    for (auto& cancel : cancels)
+      if (cancel) cancel(error);
+    return error;
+  }
   auto inits = std::move(g.inits);
   auto commJobs = std::move(g.commJobs);
   std::vector<CollArgs> colls;
@@ -182,7 +196,19 @@ void groupDiscard() {
   if (tlsDepth > 0 && --tlsDepth == 0) g.clear();
 }
 
-void groupEnqueueInit(std::function<ncclResult_t()> init) { threadGroup().inits.push_back(std::move(init)); }
+ncclResult_t groupFail(ncclResult_t r) {
+  if (r != ncclSuccess && r != ncclInProgress && tlsDepth > 0) {
+    GroupState& g = threadGroup();
+    if (g.error == ncclSuccess) g.error = r;
+  }
+  return r;
+}
+
+void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel) {
+  GroupState& g = threadGroup();
+  g.inits.push_back(std::move(init));
+  g.cancels.push_back(std::move(cancel));
+}
 
 void groupEnqueueCommJob(ncclComm* comm, std::function<ncclResult_t()> job) {
   threadGroup().commJobs.emplace_back(comm, std::move(job));
@@ -194,7 +220,7 @@ ncclResult_t groupEnqueueColl(const CollArgs& args) {
   if (g.blocking >= 0 && g.blocking != blocking) {
     WARN("%s: a group may not mix blocking and non-blocking communicators (%s is %s)", args.opName,
          args.comm->name.c_str(), blocking ? "blocking" : "non-blocking");
-    return ncclInvalidUsage;
+    return groupFail(ncclInvalidUsage);
   }
   g.blocking = blocking;
   g.colls.push_back(args);

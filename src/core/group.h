@@ -5,6 +5,12 @@
 // by all its sends and receives together (so they may pair up in any order).
 // Several communicators run concurrently, one thread each, so ranks driven from
 // one thread can meet each other. It returns the first error.
+//
+// As NCCL's: a call that fails inside a group (bad arguments, an init that
+// cannot start) fails the whole group. The outermost ncclGroupEnd then runs
+// nothing queued in it, marks its queued inits failed (their communicators
+// report the error through ncclCommGetAsyncError; destroy or abort them), and
+// returns that first error.
 #pragma once
 
 #include <functional>
@@ -20,7 +26,11 @@ ncclResult_t groupEnd();
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info);
 // Ends the group without running anything (an error while queueing).
 void groupDiscard();
-void groupEnqueueInit(std::function<ncclResult_t()> init);
+// Records r, if it is an error and the calling thread is inside a group, as
+// the group's (the first one counts); returns r.
+ncclResult_t groupFail(ncclResult_t r);
+// `cancel`, if given, runs instead of `init` when the group failed, with its error.
+void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel = {});
 // A collective call on one communicator other than an operation (window
 // registration): run at the outermost ncclGroupEnd after the inits and before
 // the operations, in call order per communicator, communicators concurrently.

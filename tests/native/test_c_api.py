@@ -68,6 +68,16 @@ def test_shrink_and_revoke(c_program):
     assert "the communicator was revoked" in p.stderr
 
 
+@pytest.mark.timeout(60)
+def test_a_failed_call_fails_its_group(c_program):
+    # Inside a group a bad allreduce, or an init with a bad config, fails the
+    # outermost ncclGroupEnd, which runs nothing queued (no output changes, no
+    # init waits for a rank that never comes); the thread's next group runs.
+    p = run(c_program("group_error"), env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}, timeout=50)
+    assert p.returncode == 0 and p.stdout.strip().endswith("OK"), p.stdout + p.stderr
+    assert p.stderr.count("ncclGroupEnd: a call inside the group failed (error 4") == 2, p.stderr
+
+
 def test_grow_suspend_resume_and_memory_statistics(c_program):
     # 2 ranks grow to 4 (threads); a suspended communicator refuses work until resumed.
     p = run(c_program("grow_suspend"))

@@ -1,0 +1,70 @@
+/* A call that fails inside a group fails the group, as in NCCL: the outermost
+ * ncclGroupEnd runs nothing queued in it and returns the first error.
+ *   1. Two ranks of one process: inside a group rank 0's allreduce has a bad
+ *      datatype and rank 1's is fine; ncclGroupEnd returns
+ *      ncclInvalidArgument and neither output changes. The thread's next
+ *      group runs and sums.
+ *   2. A grouped init of two ranks where rank 1's config is bad: ncclGroupEnd
+ *      returns ncclInvalidArgument at once (rank 0's init does not wait for a
+ *      rank 1 that never comes), and rank 0's communicator reports the error
+ *      through ncclCommGetAsyncError and can be destroyed.
+ * Prints "OK" at the end. */
+#define _POSIX_C_SOURCE 200809L
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (!(cond)) {                                \
+      printf("FAILED: " __VA_ARGS__);             \
+      printf(" (%s)\n", ncclGetLastError(NULL));  \
+      exit(1);                                    \
+    }                                             \
+  } while (0)
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+int main(void) {
+  ncclComm_t c[2];
+  CHECK(ncclCommInitAll(c, 2, NULL) == ncclSuccess, "ncclCommInitAll");
+  float buf[2][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}};
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(ncclAllReduce(buf[0], buf[0], 4, (ncclDataType_t)99, ncclSum, c[0], NULL) == ncclInvalidArgument,
+        "a bad datatype was accepted");
+  CHECK(ncclAllReduce(buf[1], buf[1], 4, ncclFloat, ncclSum, c[1], NULL) == ncclSuccess, "queued allreduce");
+  ncclResult_t r = ncclGroupEnd();
+  CHECK(r == ncclInvalidArgument, "the failed group's end returned %d", r);
+  CHECK(buf[0][0] == 1 && buf[1][0] == 2, "the failed group ran: outputs %g and %g", buf[0][0], buf[1][0]);
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  for (int i = 0; i < 2; ++i)
+    CHECK(ncclAllReduce(buf[i], buf[i], 4, ncclFloat, ncclSum, c[i], NULL) == ncclSuccess, "allreduce %d", i);
+  CHECK(ncclGroupEnd() == ncclSuccess, "the next group failed");
+  CHECK(buf[0][3] == 3 && buf[1][3] == 3, "the next group summed to %g and %g", buf[0][3], buf[1][3]);
+  for (int i = 0; i < 2; ++i) CHECK(ncclCommDestroy(c[i]) == ncclSuccess, "destroy %d", i);
+
+  ncclUniqueId id;
+  CHECK(ncclGetUniqueId(&id) == ncclSuccess, "unique id");
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  ncclComm_t g[2] = {NULL, NULL};
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(ncclCommInitRank(&g[0], 2, id, 0) == ncclSuccess, "queued init of rank 0");
+  CHECK(ncclCommInitRankConfig(&g[1], 2, id, 1, &bad) == ncclInvalidArgument, "a bad config was accepted");
+  const double t0 = now();
+  r = ncclGroupEnd();
+  const double took = now() - t0;
+  CHECK(r == ncclInvalidArgument, "the failed grouped init's end returned %d", r);
+  CHECK(took < 5, "the failed grouped init's end took %.1f s", took);
+  ncclResult_t async = ncclSuccess;
+  CHECK(g[0] && ncclCommGetAsyncError(g[0], &async) == ncclSuccess && async == ncclInvalidArgument,
+        "rank 0's communicator reports %d", async);
+  CHECK(ncclCommDestroy(g[0]) == ncclSuccess, "destroy rank 0's communicator");
+  printf("OK\n");
+  return 0;
+}
