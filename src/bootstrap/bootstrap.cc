@@ -218,9 +218,12 @@ ncclResult_t Bootstrap::allgather(void* all, size_t bytes) {
     ncclResult_t r = socketSendRecv(nextFd_, base + sendSlot * bytes, bytes, prevFd_, base + recvSlot * bytes,
                                     bytes, deadline());
     if (r != ncclSuccess) {
-      if (r == ncclRemoteError)
+      const int prev = (rank_ + nranks_ - 1) % nranks_, next = (rank_ + 1) % nranks_;
+      if (r == ncclRemoteError && prev == next)
+        WARN("rank %d: bootstrap ring broken (rank %d closed its connection: process died or aborted)", rank_, prev);
+      else if (r == ncclRemoteError)
         WARN("rank %d: bootstrap ring broken (rank %d or %d closed its connection: process died or aborted)",
-             rank_, (rank_ + nranks_ - 1) % nranks_, (rank_ + 1) % nranks_);
+             rank_, prev, next);
       return r;
     }
   }

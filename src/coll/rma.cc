@@ -48,7 +48,8 @@ struct Waiting {
 class Rma {
  public:
   explicit Rma(ncclComm* comm)
-      : comm_(comm), arrived_(comm->nranks, 0), consumed_(comm->nranks, 0), sent_(comm->nranks, 0) {
+      : comm_(comm), left_(new std::atomic<bool>[comm->nranks]()), arrived_(comm->nranks, 0),
+        consumed_(comm->nranks, 0), sent_(comm->nranks, 0) {
     for (int r = 0; r < comm->nranks; ++r) sendMu_.emplace_back(new std::mutex());
   }
   ~Rma() { stop(); }
@@ -84,6 +85,9 @@ class Rma {
   void receive();
   ncclResult_t startMessage(int peer, const char* slot, Inbound* in);
   void raise(int peer);
+  // Rank `peer` left and still owes this rank messages: a WARN, the
+  // communicator failed. Under sigMu_.
+  ncclResult_t owedByLeft(int peer, uint64_t owed, const char* opName);
 
   ncclComm* comm_;
   std::vector<Connection*> sends_, recvs_;  // by peer (NULL for this rank)
@@ -91,6 +95,10 @@ class Rma {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> waiters_{0};  // threads in wait() or landed(): the receiver then watches the peers
+  // Peers that left cleanly (destroyed their communicator, or their process
+  // ended) with nothing of theirs half-received: no failure unless a wait
+  // still needs messages from them, which the waiter decides.
+  std::unique_ptr<std::atomic<bool>[]> left_;
   std::mutex sigMu_;
   std::condition_variable sigCv_;
   std::vector<uint64_t> arrived_, consumed_;  // messages (= signals) by peer (guarded by sigMu_)
@@ -159,9 +167,11 @@ ncclResult_t Rma::startMessage(int peer, const char* slot, Inbound* in) {
 
 // The receiver thread: whatever arrived on any peer's connection, in order.
 // While idle and someone waits for signals, it checks about every 100 ms that
-// no peer failed (abort flags, closed connections, dead processes), so that the
-// waiter learns of it at once instead of at its deadline. (Not while nobody
-// waits: a peer that destroys its communicator first is no failure then.)
+// no peer failed, so that the waiter learns of it at once instead of at its
+// deadline. A peer that aborted fails the communicator; one that left (closed
+// its connection, or its process ended) between messages is marked, and
+// fails only a wait that still needs its messages. (Device waits cannot say
+// which peers they need: for them any peer that left fails the communicator.)
 // Waiting for messages is normal here, so there is no deadline.
 void Rma::receive() {
   Steps steps(comm_, "ncclPutSignal (receiving)");
@@ -217,12 +227,21 @@ void Rma::receive() {
       continue;
     }
     auto now = std::chrono::steady_clock::now();
-    const bool waiting = waiters_.load() > 0 || rmaDevWaiting(devWatch.load());
+    const bool devWaiting = rmaDevWaiting(devWatch.load());
+    const bool waiting = waiters_.load() > 0 || devWaiting;
     if (waiting && now - lastCheck > std::chrono::milliseconds(100) && !comm_->abortFlag.load()) {
       lastCheck = now;
       Steps probe(comm_, "ncclWaitSignal (receiving)");  // a fresh deadline: only the failure checks count
       for (Connection* c : recvs_) {
-        if (!c) continue;
+        if (!c || left_[c->peer].load()) continue;
+        const FifoCtrl* ctrl = c->fifo.ctrl;
+        const bool gone = ctrl->peerGone.load() || (c->peerPid > 0 && !processAlive(c->peerPid));
+        if (gone && !ctrl->abort.load() && !devWaiting && !in[c->peer].inHeader && !steps.recvReady(c)) {
+          std::lock_guard<std::mutex> lock(sigMu_);
+          left_[c->peer].store(true);
+          sigCv_.notify_all();  // a waiter that needs its messages fails
+          continue;
+        }
         ncclResult_t r = probe.check(c);
         if (r == ncclSuccess && c->peerPid > 0 && !processAlive(c->peerPid)) {
           comm_->failedRank.store(c->peer);
@@ -288,8 +307,12 @@ ncclResult_t Rma::wait(const ncclWaitSignalDesc_t* descs, int n) {
   std::unique_lock<std::mutex> lock(sigMu_);
   for (;;) {
     int short_ = -1;  // the first peer still owing signals
-    for (int p = 0; p < comm_->nranks && short_ < 0; ++p)
-      if (arrived_[p] - consumed_[p] < need[p]) short_ = p;
+    for (int p = 0; p < comm_->nranks; ++p) {
+      const uint64_t have = arrived_[p] - consumed_[p];
+      if (have >= need[p]) continue;
+      if (left_[p].load()) return owedByLeft(p, need[p] - have, "ncclWaitSignal");
+      if (short_ < 0) short_ = p;
+    }
     if (short_ < 0) break;
     int async = comm_->asyncError.load();
     if (async != ncclSuccess && async != ncclInProgress) {
@@ -320,6 +343,17 @@ ncclResult_t Rma::wait(const ncclWaitSignalDesc_t* descs, int n) {
   return ncclSuccess;
 }
 
+ncclResult_t Rma::owedByLeft(int peer, uint64_t owed, const char* opName) {
+  const PeerInfo& p = comm_->peers[peer];
+  WARN("%s (%s, rank %d of %d): rank %d (pid %d on %s) left (destroyed its communicator, or its process ended) "
+       "still owing this rank %llu one-sided message(s)", opName, comm_->name.c_str(), comm_->rank, comm_->nranks,
+       peer, p.pid, p.hostname, static_cast<unsigned long long>(owed));
+  int unknown = -1;
+  comm_->failedRank.compare_exchange_strong(unknown, peer);
+  commSetError(comm_, ncclRemoteError);
+  return ncclRemoteError;
+}
+
 std::vector<uint64_t> Rma::sentCounts() {
   std::lock_guard<std::mutex> lock(sigMu_);
   return sent_;
@@ -331,6 +365,7 @@ ncclResult_t Rma::landed(const std::vector<uint64_t>& expected, const char* opNa
   std::unique_lock<std::mutex> lock(sigMu_);
   for (int q = 0; q < comm_->nranks; ++q) {
     while (arrived_[q] < expected[q]) {
+      if (left_[q].load()) return owedByLeft(q, expected[q] - arrived_[q], opName);
       int async = comm_->asyncError.load();
       if (async != ncclSuccess && async != ncclInProgress) return static_cast<ncclResult_t>(async);
       if (deadline.aborted() || deadline.expired()) {

@@ -7,7 +7,10 @@
  * errors; collective deregistration; a wait that times out (ACCL_TIMEOUT must
  * be small). Prints "OK" from rank 0 at the end. `rma dead N`: processes; every
  * rank but 0 registers a window and exits, and rank 0's wait for their signals
- * must fail fast with the dead rank named, not at ACCL_TIMEOUT. `rma differ N`:
+ * must fail fast with the dead rank named, not at ACCL_TIMEOUT. `rma left N`:
+ * processes; rank 1 signals rank 0, destroys its communicator and exits, the
+ * others signal rank 0 half a second later: rank 0's wait for all of them
+ * succeeds (a rank that left owing nothing is no failure). `rma differ N`:
  * processes; after a first window, rank 0 registers a second one while the
  * others deregister theirs, then stay 5 s before they abort: every rank's
  * call fails within 3 s (the exchanges differ in size), not at ACCL_TIMEOUT. */
@@ -146,6 +149,34 @@ static void* deadPeer(void* arg) {
   return NULL;
 }
 
+/* `rma left`: rank 1 signals rank 0 and leaves; the others signal later. */
+static void* leftEarly(void* arg) {
+  int rank = (int)(long)arg;
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
+  static char buf[4096];
+  ncclWindow_t win;
+  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+  if (rank == 1) {
+    CHECK(ncclSignal(0, 0, 0, 0, comm, NULL) == ncclSuccess, "signal");
+    CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+    fflush(stdout);
+    _exit(0);
+  }
+  if (rank != 0) {
+    struct timespec later = {0, 500 * 1000 * 1000};
+    nanosleep(&later, NULL);
+    CHECK(ncclSignal(0, 0, 0, 0, comm, NULL) == ncclSuccess, "signal");
+  } else {
+    ncclWaitSignalDesc_t d[MAXR];
+    for (int q = 1; q < nranks; ++q) d[q - 1] = (ncclWaitSignalDesc_t){1, q, 0, 0};
+    ncclResult_t r = ncclWaitSignal(nranks - 1, d, comm, NULL);
+    CHECK(r == ncclSuccess, "the wait with rank 1 gone returned %d", r);
+  }
+  CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+  return NULL;
+}
+
 /* `rma differ`: rank 0 registers while the others deregister. */
 static void* differingCalls(void* arg) {
   int rank = (int)(long)arg;
@@ -184,8 +215,10 @@ int main(int argc, char** argv) {
     for (long r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, runRank, (void*)r);
     for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
   } else {
-    void* (*body)(void*) = strcmp(argv[1], "dead") == 0 ? deadPeer : strcmp(argv[1], "differ") == 0 ? differingCalls
-                                                                                                   : runRank;
+    void* (*body)(void*) = strcmp(argv[1], "dead") == 0     ? deadPeer
+                           : strcmp(argv[1], "differ") == 0 ? differingCalls
+                           : strcmp(argv[1], "left") == 0   ? leftEarly
+                                                            : runRank;
     /* Forks before any NCCL call, so that each process reads its own NCCL_HOSTID. */
     CHECK(forkRanks(nranks, &id, body, setHost) == 0, "a rank failed");
   }

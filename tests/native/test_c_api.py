@@ -232,7 +232,23 @@ def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
     p = run(c_program("rma"), "dead", 3, env=env, timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert "OK: dead peer seen after" in p.stdout
-    assert re.search(r"receiving from rank [12] .* failed", p.stderr), p.stderr[-4000:]
+    assert re.search(r"rank [12] \(pid \d+ on \S+\) left \(destroyed its communicator, or its process ended\) "
+                     r"still owing this rank 1 one-sided message", p.stderr), p.stderr[-4000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("hosts", [False, True], ids=["shm", "sockets"])
+def test_wait_signal_outlives_a_peer_that_left_owing_nothing(c_program, hosts):
+    # Rank 1 signals rank 0, destroys its communicator and exits; ranks 2 (and 3)
+    # signal half a second later: rank 0's wait for one signal from each succeeds.
+    env = {"ACCL_TIMEOUT": "60", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
+    if hosts:
+        env["RMA_HOST_PER_RANK"] = "1"
+    for nranks in (3, 4):
+        p = run(c_program("rma"), "left", nranks, env=env, timeout=50)
+        assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+        assert f"OK: {nranks} ranks" in p.stdout
+        assert " WARN " not in p.stderr, p.stderr[-4000:]
 
 
 # host_direct's modes (tests/c/host_direct.c): what init says about the
