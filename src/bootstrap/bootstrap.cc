@@ -52,6 +52,14 @@ Hello makeHello(Purpose p, const uint8_t* secret, int rank, int nranks, int tag)
   return h;
 }
 
+bool sameAddress(const SockAddr& a, const SockAddr& b) {
+  if (a.sa.sa_family != b.sa.sa_family) return false;
+  if (a.sa.sa_family == AF_INET)
+    return a.sin.sin_port == b.sin.sin_port && a.sin.sin_addr.s_addr == b.sin.sin_addr.s_addr;
+  return a.sin6.sin6_port == b.sin6.sin6_port &&
+         memcmp(&a.sin6.sin6_addr, &b.sin6.sin6_addr, sizeof(a.sin6.sin6_addr)) == 0;
+}
+
 bool commIdMode(SockAddr* root) {
   const char* commId = paramString(Param::CommId);
   if (!*commId) return false;
@@ -60,17 +68,23 @@ bool commIdMode(SockAddr* root) {
 
 }  // namespace
 
-ncclResult_t makeUniqueId(UniqueIdLayout* id) {
+ncclResult_t makeUniqueId(UniqueIdLayout* id, bool fromCommId) {
   memset(id, 0, sizeof(*id));
   id->magic = kIdMagic;
   id->version = 1;
   const char* commId = paramString(Param::CommId);
-  if (*commId) {
+  if (fromCommId && *commId) {
     if (!commIdMode(&id->root)) {
-      WARN("NCCL_COMM_ID=%s is not a valid ip:port", commId);
+      WARN("NCCL_COMM_ID=%s is not a valid ip:port (a port in [1, 65535])", commId);
       return ncclInvalidArgument;
     }
     const char* secret = paramString(Param::Secret);
+    static std::once_flag warned;  // once per process: every init in this mode reads the same variables
+    if (!*secret)
+      std::call_once(warned, [commId] {
+        WARN("NCCL_COMM_ID=%s without ACCL_SECRET: the bootstrap's secret derives from the address alone, so "
+             "any process that knows it can join; set the same ACCL_SECRET on every rank", commId);
+      });
     deriveSecret(std::string(commId) + "|" + secret, id->secret);
     return ncclSuccess;
   }
@@ -118,9 +132,12 @@ ncclResult_t Bootstrap::init(const UniqueIdLayout& id, int rank, int nranks,
   NCCLCHECK(chooseInterfaces(&id.root, &ifs));
   netif_ = ifs[0];
   NCCLCHECK(socketListen(netif_.addr, &listenFd_, &listenAddr_));
+  gateName_ = "rank " + std::to_string(rank);
+  gate_ = std::make_unique<HelloGate>(listenFd_, secret_, gateName_.c_str());
   SockAddr commRoot;
-  if (rank == 0 && commIdMode(&commRoot)) {
-    // NCCL_COMM_ID: rank 0 hosts the root at the fixed address.
+  if (rank == 0 && commIdMode(&commRoot) && sameAddress(commRoot, id.root)) {
+    // NCCL_COMM_ID: rank 0 hosts the root at the fixed address (an id made
+    // otherwise, a split's, has its root running already).
     int rootFd;
     NCCLCHECK(socketListen(commRoot, &rootFd, nullptr));
     NCCLCHECK(startRootThread(rootFd, secret_));
@@ -185,16 +202,15 @@ ncclResult_t Bootstrap::acceptPeer(int peer, Purpose purpose, int tag, int* fd) 
       return ncclSuccess;
     }
     int s;
-    ncclResult_t r = socketAccept(listenFd_, dl, &s);
+    Hello h;
+    ncclResult_t r = gate_->next(dl, &s, &h);
     if (r != ncclSuccess) {
       WARN("rank %d: waiting for a connection from rank %d failed", rank_, peer);
       return r;
     }
-    Hello h;
-    Deadline helloDl(abort_, 5);
-    if (socketRecv(s, &h, sizeof(h), helloDl) != ncclSuccess || !helloValid(h, secret_) ||
-        h.nranks != nranks_ || h.rank < 0 || h.rank >= nranks_) {
-      INFO(kBootstrap, "rank %d: dropped a connection that did not present this communicator's secret", rank_);
+    if (h.nranks != nranks_ || h.rank < 0 || h.rank >= nranks_) {
+      INFO(kBootstrap, "rank %d: dropped a connection of rank %d of %d (this communicator has %d ranks)", rank_,
+           h.rank, h.nranks, nranks_);
       close(s);
       continue;
     }

@@ -6,18 +6,23 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "bootstrap/hello_gate.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/wire.h"
 
 namespace accl {
 
 // Fills a unique id: starts a root thread on a chosen interface, or encodes
-// NCCL_COMM_ID (whose root rank 0 starts in Bootstrap::init).
-ncclResult_t makeUniqueId(UniqueIdLayout* id);
+// NCCL_COMM_ID (whose root rank 0 starts in Bootstrap::init). The ids that
+// ACCL makes for itself (a split's, a shrink's) pass fromCommId = false: one
+// fixed address for every new communicator would mix them.
+ncclResult_t makeUniqueId(UniqueIdLayout* id, bool fromCommId = true);
 bool uniqueIdValid(const UniqueIdLayout& id);
 // Tells an id's root thread that it will not be used (it exits). Best effort.
 void releaseRoot(const UniqueIdLayout& id);
@@ -52,6 +57,8 @@ class Bootstrap {
   int listenFd_ = -1, nextFd_ = -1, prevFd_ = -1;
   SockAddr listenAddr_ = {};
   std::vector<SockAddr> peers_;
+  std::string gateName_;
+  std::unique_ptr<HelloGate> gate_;  // reads the hellos of connections to listenFd_
   std::mutex acceptMu_;
   std::map<std::tuple<int, int, int>, int> stash_;  // (peer, purpose, tag) -> fd accepted early
 };

@@ -6,10 +6,15 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/hello_gate.h"
 #include "core/check.h"
 
 namespace accl {
 namespace {
+
+// The most ranks a communicator may have: a larger count in a hello is a
+// corrupt or hostile one, which must not size the root's table.
+constexpr int kMaxRanks = 1 << 20;
 
 struct Member {
   int fd = -1;
@@ -29,28 +34,33 @@ void rootLoop(int listenFd, std::vector<uint8_t> secret) {
   Deadline dl(nullptr);  // ACCL_TIMEOUT bounds how long the root waits for all ranks
   std::vector<Member> members;
   int nranks = -1, arrived = 0;
+  HelloGate gate(listenFd, secret.data(), "bootstrap root");  // a silent stranger must not stall the root
   while (nranks < 0 || arrived < nranks) {
-    int fd;
-    if (socketAccept(listenFd, dl, &fd) != ncclSuccess) {
-      WARN("bootstrap root: %d of %d ranks arrived before the deadline; giving up", arrived, nranks);
+    Member m;
+    if (gate.next(dl, &m.fd, &m.hello) != ncclSuccess) {
+      if (nranks < 0) WARN("bootstrap root: no rank arrived before the deadline; giving up");
+      else WARN("bootstrap root: %d of %d ranks arrived before the deadline; giving up", arrived, nranks);
       break;
     }
-    Member m;
-    m.fd = fd;
-    Deadline helloDl(nullptr, 5);  // a silent stranger must not stall the root
-    if (socketRecv(fd, &m.hello, sizeof(m.hello), helloDl) != ncclSuccess ||
-        !helloValid(m.hello, secret.data()) || m.hello.purpose != Purpose::Root) {
-      INFO(kBootstrap, "bootstrap root: dropped a connection that did not present the unique id's secret");
-      close(fd);
+    if (m.hello.purpose != Purpose::Root) {
+      INFO(kBootstrap, "bootstrap root: dropped a connection that came for another purpose");
+      close(m.fd);
       continue;
     }
     const Hello& h = m.hello;
     if (h.nranks == 0) {  // ncclCommInitRankScalable: this id's root is not needed
       INFO(kBootstrap, "bootstrap root: released (another unique id of the same communicator is used)");
-      close(fd);
+      close(m.fd);
       break;
     }
     char msg[200];
+    if (h.nranks < 0 || h.nranks > kMaxRanks) {
+      snprintf(msg, sizeof(msg), "rank %d says nranks=%d, outside [1, %d]", h.rank, h.nranks, kMaxRanks);
+      WARN("bootstrap root: %s", msg);
+      reply(m.fd, ncclInvalidArgument, msg);
+      close(m.fd);
+      continue;
+    }
     if (nranks < 0) {
       nranks = h.nranks;
       members.assign(nranks, Member());
@@ -61,8 +71,8 @@ void rootLoop(int listenFd, std::vector<uint8_t> secret) {
                                   : "rank %d joined twice (nranks=%d, first said %d)",
                h.rank, h.nranks, nranks);
       WARN("bootstrap root: %s", msg);
-      reply(fd, ncclInvalidUsage, msg);
-      close(fd);
+      reply(m.fd, ncclInvalidUsage, msg);
+      close(m.fd);
       continue;
     }
     members[h.rank] = m;

@@ -49,8 +49,12 @@ bool parseAddr(const char* text, SockAddr* out) {
     host = s.substr(0, colon);
     port = s.substr(colon + 1);
   }
-  if (host.empty() || port.empty()) return false;
+  if (host.empty() || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  const long number = std::stol(port);
+  if (number < 1 || number > 65535) return false;  // a port, not 0 (any) or a service name
   addrinfo hints = {}, *res = nullptr;
+  hints.ai_flags = AI_NUMERICSERV;
   hints.ai_socktype = SOCK_STREAM;
   if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
   memset(out, 0, sizeof(*out));
@@ -164,20 +168,27 @@ ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd) {
   }
 }
 
+ncclResult_t socketTryAccept(int listenFd, int* fd) {
+  *fd = -1;
+  int s = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (s >= 0) {
+    tuneSocket(s);
+    if (setNonBlocking(s) != ncclSuccess) { close(s); return ncclSystemError; }
+    *fd = s;
+    return ncclSuccess;
+  }
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+    WARN("accept failed: %s", strerror(errno));
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t socketAccept(int listenFd, const Deadline& dl, int* fd) {
   for (;;) {
     NCCLCHECK(pollOne(listenFd, POLLIN, dl, "accept"));
-    int s = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (s >= 0) {
-      tuneSocket(s);
-      if (setNonBlocking(s) != ncclSuccess) { close(s); return ncclSystemError; }
-      *fd = s;
-      return ncclSuccess;
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-      WARN("accept failed: %s", strerror(errno));
-      return ncclSystemError;
-    }
+    NCCLCHECK(socketTryAccept(listenFd, fd));
+    if (*fd >= 0) return ncclSuccess;
   }
 }
 

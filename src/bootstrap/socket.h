@@ -22,7 +22,8 @@ union SockAddr {
 static_assert(sizeof(SockAddr) == 28, "SockAddr travels on the wire");
 
 std::string addrToString(const SockAddr& a);  // "1.2.3.4:5" or "[::1]:5"
-// Parses "host:port", "[v6]:port" or "v6addr:port" (numeric hosts, or names via getaddrinfo).
+// Parses "host:port", "[v6]:port" or "v6addr:port" (numeric hosts, or names via
+// getaddrinfo); the port is a number in [1, 65535].
 bool parseAddr(const char* text, SockAddr* out);
 socklen_t addrLen(const SockAddr& a);
 
@@ -46,6 +47,8 @@ ncclResult_t socketListen(const SockAddr& addr, int* fd, SockAddr* bound);
 // Connects with retries and back-off on refused/unreachable (the peer may not listen yet).
 ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd);
 ncclResult_t socketAccept(int listenFd, const Deadline& dl, int* fd);
+// A connection if one is waiting, else *fd = -1 (ncclSuccess either way).
+ncclResult_t socketTryAccept(int listenFd, int* fd);
 // All bytes or an error: ncclRemoteError when the peer closed, ncclTimeout, ncclSystemError.
 ncclResult_t socketSend(int fd, const void* buf, size_t len, const Deadline& dl);
 ncclResult_t socketRecv(int fd, void* buf, size_t len, const Deadline& dl);

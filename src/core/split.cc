@@ -39,7 +39,7 @@ ncclResult_t commSplit(ncclComm* parent, int color, int key, ncclComm* child) {
   });
   const bool leader = !group.empty() && group[0].rank == parent->rank;
   // Second round: each color's leader publishes a fresh unique id.
-  if (leader) NCCLCHECK(makeUniqueId(&all[parent->rank].id));
+  if (leader) NCCLCHECK(makeUniqueId(&all[parent->rank].id, false));
   NCCLCHECK(parent->bootstrap->allgather(all.data(), sizeof(SplitEntry)));
   if (color < 0 || !child) return ncclSuccess;
   int newRank = 0;
@@ -63,7 +63,7 @@ ncclResult_t commShrink(ncclComm* parent, const std::vector<int>& excluded, nccl
   UniqueIdLayout id;
   Deadline dl(&parent->abortFlag);
   if (newRank == 0) {
-    NCCLCHECK(makeUniqueId(&id));
+    NCCLCHECK(makeUniqueId(&id, false));
     for (size_t i = 1; i < keep.size(); ++i) {
       int fd = -1;
       NCCLCHECK(parent->bootstrap->connectPeer(keep[i], Purpose::Shrink, tag, &fd));

@@ -1,6 +1,8 @@
 // Unit tests of ACCL internals (linked against the static archive). A tiny
 // harness: TEST(name) registers a function, CHECK_EQ prints both values.
 // Run all: ./accl_unit_tests; one: ./accl_unit_tests NAME. Prints "N passed, M failed".
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +16,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
 #include "core/config.h"
 #include "core/debug.h"
 #include "core/param.h"
@@ -95,6 +100,49 @@ TEST(parse_addr) {
   CHECK(!parseAddr("no-port", &a));
   CHECK(!parseAddr("[::1]80", &a));
   CHECK(!parseAddr(":80", &a));
+  // A port is a number in [1, 65535]: not 0 (any), not wrapped, not a service name.
+  CHECK(!parseAddr("127.0.0.1:0", &a));
+  CHECK(!parseAddr("127.0.0.1:70000", &a));
+  CHECK(!parseAddr("127.0.0.1:http", &a));
+  CHECK(!parseAddr("127.0.0.1:80x", &a));
+  CHECK(parseAddr("127.0.0.1:65535", &a));
+}
+
+// Silent strangers connected to a unique id's root, and one that holds the
+// secret but claims nranks = -1: a rank's init still passes at once, and the
+// root refuses the bad hello instead of dying.
+TEST(bootstrap_root_strangers) {
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  UniqueIdLayout id;
+  CHECK_EQ(makeUniqueId(&id), ncclSuccess);
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) {
+    int fd = -1;
+    CHECK_EQ(socketConnect(id.root, Deadline(nullptr, 5), &fd), ncclSuccess);
+    silent.push_back(fd);
+  }
+  int bad = -1;
+  CHECK_EQ(socketConnect(id.root, Deadline(nullptr, 5), &bad), ncclSuccess);
+  Hello h{};
+  h.magic = kHelloMagic;
+  h.purpose = Purpose::Root;
+  memcpy(h.secret, id.secret, kSecretBytes);
+  h.rank = 0;
+  h.nranks = -1;
+  CHECK_EQ(socketSend(bad, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
+  RootReply reply{};
+  CHECK_EQ(socketRecv(bad, &reply, sizeof(reply), Deadline(nullptr, 5)), ncclSuccess);
+  CHECK_EQ(reply.status, static_cast<int32_t>(ncclInvalidArgument));
+  close(bad);
+  std::atomic<uint32_t> abortFlag{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Bootstrap b;
+    CHECK_EQ(b.init(id, 0, 1, &abortFlag), ncclSuccess);
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(took < 3);
+  for (int fd : silent) close(fd);
 }
 
 TEST(same_subnet) {

@@ -68,6 +68,20 @@ def test_shrink_and_revoke(c_program):
     assert "the communicator was revoked" in p.stderr
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("secret", ["", "s3cret"])
+def test_split_and_shrink_under_nccl_comm_id(c_program, comm_id, secret):
+    # 4 processes rendezvous through NCCL_COMM_ID, split by parity and shrink
+    # without rank 3: each new communicator gets an id of its own (NCCL_COMM_ID's
+    # one fixed address would mix the colours), and sums its own ranks only.
+    env = {"NCCL_COMM_ID": comm_id, "ACCL_SECRET": secret, "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN",
+           "ACCL_TIMEOUT": "30"}
+    p = run(c_program("commid_split"), env=env, timeout=100)
+    assert p.returncode == 0 and p.stdout.strip().endswith("OK"), p.stdout + p.stderr[-4000:]
+    # Without ACCL_SECRET anyone who knows the address can derive the secret: each process says so once.
+    assert p.stderr.count("without ACCL_SECRET") == (4 if not secret else 0), p.stderr[-4000:]
+
+
 @pytest.mark.timeout(60)
 def test_a_failed_call_fails_its_group(c_program):
     # Inside a group a bad allreduce, or an init with a bad config, fails the

@@ -1,0 +1,92 @@
+#include "bootstrap/hello_gate.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace accl {
+
+HelloGate::~HelloGate() {
+  for (const Pending& p : pending_) close(p.fd);
+}
+
+void HelloGate::drop(size_t i, const char* why) {
+  INFO(kBootstrap, "%s: dropped a connection that %s", who_, why);
+  close(pending_[i].fd);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+bool HelloGate::readHello(size_t i) {
+  Pending& p = pending_[i];
+  for (;;) {
+    ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
+    if (n > 0) {
+      p.got += static_cast<size_t>(n);
+      if (p.got == sizeof(Hello)) return true;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    if (n < 0 && errno == EINTR) continue;
+    drop(i, "closed before its hello");
+    return false;
+  }
+}
+
+ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
+  std::vector<pollfd> polled;
+  for (;;) {
+    if (dl.aborted()) return ncclInvalidUsage;  // the caller names the aborted operation
+    if (dl.expired()) {
+      WARN("%s: no connection with this communicator's secret came within %lld s (ACCL_TIMEOUT)", who_,
+           static_cast<long long>(dl.seconds()));
+      return ncclTimeout;
+    }
+    // Strangers silent for too long go; the soonest of them bounds the wait.
+    const auto now = std::chrono::steady_clock::now();
+    int waitMs = dl.pollMs();
+    for (size_t i = pending_.size(); i-- > 0;) {
+      const auto left = pending_[i].since + std::chrono::seconds(kHelloSeconds) - now;
+      if (left <= std::chrono::steady_clock::duration::zero()) {
+        drop(i, "sent no hello within 5 s");
+        continue;
+      }
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+      if (ms < waitMs) waitMs = static_cast<int>(ms);
+    }
+    polled.assign(1, pollfd{listenFd_, POLLIN, 0});
+    for (const Pending& p : pending_) polled.push_back(pollfd{p.fd, POLLIN, 0});
+    const int n = poll(polled.data(), polled.size(), waitMs);
+    if (n < 0 && errno != EINTR) {
+      WARN("%s: poll failed: %s", who_, strerror(errno));
+      return ncclSystemError;
+    }
+    if (n <= 0) continue;
+    // The pending connections first (from the last, so that drops keep the
+    // indices of those not yet looked at), then new ones.
+    for (size_t i = pending_.size(); i-- > 0;) {
+      if (!polled[i + 1].revents || !readHello(i)) continue;
+      const Pending p = pending_[i];
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (!helloValid(p.hello, secret_)) {
+        INFO(kBootstrap, "%s: dropped a connection that did not present the unique id's secret", who_);
+        close(p.fd);
+        continue;
+      }
+      *fd = p.fd;
+      *hello = p.hello;
+      return ncclSuccess;
+    }
+    if (polled[0].revents) {
+      int s = -1;
+      NCCLCHECK(socketTryAccept(listenFd_, &s));
+      if (s >= 0) pending_.push_back(Pending{s, 0, Hello{}, std::chrono::steady_clock::now()});
+    }
+  }
+}
+
+}  // namespace accl

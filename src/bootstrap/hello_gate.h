@@ -1,0 +1,48 @@
+// The door of a listening socket: accepts connections and reads each one's
+// Hello, many at a time, and hands on only those that present the secret. A
+// stranger that connects and stays silent is dropped after kHelloSeconds
+// without holding up the connections queued behind it (a port scanner, or a
+// health check, must not delay an init).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "bootstrap/wire.h"
+#include "core/wait.h"
+#include "nccl.h"
+
+namespace accl {
+
+class HelloGate {
+ public:
+  static constexpr int kHelloSeconds = 5;
+
+  HelloGate(int listenFd, const uint8_t* secret, const char* who) : listenFd_(listenFd), secret_(secret), who_(who) {}
+  ~HelloGate();
+  HelloGate(const HelloGate&) = delete;
+  HelloGate& operator=(const HelloGate&) = delete;
+
+  // The next connection whose Hello carries the secret: its fd (the caller's
+  // now) and Hello. Fails when `dl` expires or its abort flag rises.
+  ncclResult_t next(const Deadline& dl, int* fd, Hello* hello);
+
+ private:
+  struct Pending {
+    int fd;
+    size_t got;  // bytes of `hello` read so far
+    Hello hello;
+    std::chrono::steady_clock::time_point since;
+  };
+  void drop(size_t i, const char* why);
+  // Reads what pending[i] has sent; true when its Hello is complete.
+  bool readHello(size_t i);
+
+  int listenFd_;
+  const uint8_t* secret_;
+  const char* who_;  // for INFO lines: "bootstrap root", "rank 3"
+  std::vector<Pending> pending_;
+};
+
+}  // namespace accl
