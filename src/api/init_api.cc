@@ -259,10 +259,30 @@ extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
 }
 NCCL_API_ALIAS(ncclCommFinalize)
 
+namespace {
+
+// Destroy or abort inside a group: what the group queued on the communicator
+// would run on freed memory at ncclGroupEnd, so it goes now, with a WARN.
+void forgetQueued(ncclComm* comm, const char* fn) {
+  const int dropped = accl::groupForget(comm);
+  if (dropped > 0)
+    WARN("%s (%s, rank %d): %d call(s) queued on it in this thread's open group are dropped", fn,
+         comm->name.c_str(), comm->rank, dropped);
+}
+
+}  // namespace
+
 extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
   if (!comm) return ncclSuccess;  // as NCCL
   NCCLCHECK(acclCheckComm(comm, "ncclCommDestroy"));
+  forgetQueued(comm, "ncclCommDestroy");
+  if (comm->inFlight.load() > 0) {  // another thread is inside it: destroying it under that call aborts the call
+    WARN("ncclCommDestroy (%s, rank %d): %d call(s) of another thread are still inside the communicator; they are "
+         "aborted", comm->name.c_str(), comm->rank, comm->inFlight.load());
+    comm->abortFlag.store(1);
+    accl::commStopOperations(comm);
+  }
   if (comm->initThread.joinable()) comm->initThread.join();
   if (comm->asyncError.load() == ncclSuccess) {  // as NCCL: destroy finalizes first
     accl::CommUse use(comm);
@@ -278,6 +298,7 @@ extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
   if (!comm) return ncclSuccess;  // as NCCL
   NCCLCHECK(acclCheckComm(comm, "ncclCommAbort"));
+  forgetQueued(comm, "ncclCommAbort");
   // From any thread: raise the flag every wait checks, tell the peers, then free
   // once the calls that were inside the comm have left.
   comm->abortFlag.store(1);

@@ -292,6 +292,11 @@ void commFree(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   // Everything that could still wait on this comm checks abortFlag; give it time to leave.
   for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
+  if (comm->inFlight.load() > 0) {  // better a leak than freeing memory a call still uses
+    WARN("%s (rank %d): %d call(s) still inside the communicator 10 s after it was stopped: it is left "
+         "allocated rather than freed under them", comm->name.c_str(), comm->rank, comm->inFlight.load());
+    return;
+  }
   devStop(comm);   // the proxy of staged device operations uses the connections
   rmaStop(comm);   // so does the receiver of one-sided operations
   {

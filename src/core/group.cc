@@ -1,5 +1,6 @@
 #include "core/group.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -194,6 +195,18 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
 void groupDiscard() {
   GroupState& g = threadGroup();
   if (tlsDepth > 0 && --tlsDepth == 0) g.clear();
+}
+
+int groupForget(const ncclComm* comm) {
+  if (tlsDepth == 0) return 0;
+  GroupState& g = threadGroup();
+  const size_t before = g.colls.size() + g.commJobs.size();
+  g.colls.erase(std::remove_if(g.colls.begin(), g.colls.end(), [comm](const CollArgs& a) { return a.comm == comm; }),
+                g.colls.end());
+  g.commJobs.erase(std::remove_if(g.commJobs.begin(), g.commJobs.end(),
+                                  [comm](const auto& job) { return job.first == comm; }),
+                   g.commJobs.end());
+  return static_cast<int>(before - g.colls.size() - g.commJobs.size());
 }
 
 ncclResult_t groupFail(ncclResult_t r) {

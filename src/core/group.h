@@ -26,6 +26,10 @@ ncclResult_t groupEnd();
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info);
 // Ends the group without running anything (an error while queueing).
 void groupDiscard();
+// Drops what the calling thread's open group queued on `comm` (its
+// operations and window calls; its init is the communicator's own business),
+// which is being destroyed or aborted; returns how many.
+int groupForget(const ncclComm* comm);
 // Records r, if it is an error and the calling thread is inside a group, as
 // the group's (the first one counts); returns r.
 ncclResult_t groupFail(ncclResult_t r);

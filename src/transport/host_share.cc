@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,10 +36,30 @@ size_t pageSize() {
   return p;
 }
 
+// The host's MemAvailable in bytes (what it can give without swapping), or
+// SIZE_MAX where /proc/meminfo does not say.
+size_t availableBytes() {
+  FILE* f = fopen("/proc/meminfo", "r");
+  if (!f) return SIZE_MAX;
+  char line[128];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  fclose(f);
+  return found ? static_cast<size_t>(kib) * 1024 : SIZE_MAX;
+}
+
 }  // namespace
 
 ncclResult_t hostShareAlloc(void** ptr, size_t size) {
   *ptr = nullptr;
+  // Shared memory is taken page by page whatever the overcommit policy, so a
+  // request beyond what the host has would end in the OOM killer, not an error.
+  const size_t available = availableBytes();
+  if (size > available) {
+    WARN("ncclMemAlloc: %zu bytes is more than this host's available memory (%zu bytes)", size, available);
+    return ncclSystemError;
+  }
   const size_t bytes = (size + pageSize() - 1) / pageSize() * pageSize();
   int fd = memfd_create("accl-ncclMemAlloc", MFD_CLOEXEC);
   if (fd < 0) {

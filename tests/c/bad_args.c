@@ -128,6 +128,8 @@ int main(void) {
   }
   expect("GroupEnd without start", ncclGroupEnd(), ncclInvalidUsage, "ncclGroupEnd");
   expect("MemAlloc(NULL)", ncclMemAlloc(NULL, 16), ncclInvalidArgument, "ncclMemAlloc");
+  /* Refused up front: shared memory taken page by page would end in the OOM killer. */
+  expect("MemAlloc(1 PiB)", ncclMemAlloc(&p, (size_t)1 << 50), ncclSystemError, "available memory");
   expect("MemAlloc", ncclMemAlloc(&p, 1000), ncclSuccess, NULL);
   if (!p || ((size_t)p & 4095)) { ++failed; printf("FAIL ncclMemAlloc alignment\n"); }
   expect("MemFree", ncclMemFree(p), ncclSuccess, NULL);

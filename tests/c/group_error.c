@@ -8,6 +8,9 @@
  *      returns ncclInvalidArgument at once (rank 0's init does not wait for a
  *      rank 1 that never comes), and rank 0's communicator reports the error
  *      through ncclCommGetAsyncError and can be destroyed.
+ *   3. Inside a group, an allreduce queued on a 1-rank communicator that is
+ *      then destroyed, and one on another that is aborted: ncclGroupEnd runs
+ *      neither (they would run on freed memory) and returns ncclSuccess.
  * Prints "OK" at the end. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
@@ -15,14 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (!(cond)) {                                \
-      printf("FAILED: " __VA_ARGS__);             \
-      printf(" (%s)\n", ncclGetLastError(NULL));  \
-      exit(1);                                    \
-    }                                             \
-  } while (0)
+#include "check.h"
 
 static double now(void) {
   struct timespec t;
@@ -65,6 +61,16 @@ int main(void) {
   CHECK(g[0] && ncclCommGetAsyncError(g[0], &async) == ncclSuccess && async == ncclInvalidArgument,
         "rank 0's communicator reports %d", async);
   CHECK(ncclCommDestroy(g[0]) == ncclSuccess, "destroy rank 0's communicator");
+
+  ncclComm_t one[2];
+  int dev = 0;
+  for (int i = 0; i < 2; ++i) CHECK(ncclCommInitAll(&one[i], 1, &dev) == ncclSuccess, "1-rank communicator %d", i);
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  for (int i = 0; i < 2; ++i)
+    CHECK(ncclAllReduce(buf[i], buf[i], 4, ncclFloat, ncclSum, one[i], NULL) == ncclSuccess, "queued allreduce");
+  CHECK(ncclCommDestroy(one[0]) == ncclSuccess && ncclCommAbort(one[1]) == ncclSuccess, "destroy and abort");
+  r = ncclGroupEnd();
+  CHECK(r == ncclSuccess, "the group whose communicators went returned %d", r);
   printf("OK\n");
   return 0;
 }

@@ -12,20 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 #define OLD 2
 #define N 4
 static ncclComm_t oldComm[OLD], grown[N];
 static ncclUniqueId gid;
 static pthread_barrier_t idReady;
 
-#define CHECK(cond, ...)                         \
-  do {                                           \
-    if (!(cond)) {                               \
-      printf("FAILED: " __VA_ARGS__);            \
-      printf(" (%s)\n", ncclGetLastError(NULL)); \
-      exit(1);                                   \
-    }                                            \
-  } while (0)
 
 static float sumOf(ncclComm_t c, float mine) {
   float x = mine;

@@ -125,14 +125,20 @@ static void* runRank(void* arg) {
   return NULL;
 }
 
-/* `rma dead`: the ranks other than 0 leave without a word. */
-static void* deadPeer(void* arg) {
-  int rank = (int)(long)arg;
+/* Rank `rank`'s communicator, with a 4 KiB window registered in *win. */
+static ncclComm_t withWindow(int rank, ncclWindow_t* win) {
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
   static char buf[4096];
+  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+  return comm;
+}
+
+/* `rma dead`: the ranks other than 0 leave without a word. */
+static void* deadPeer(void* arg) {
+  int rank = (int)(long)arg;
   ncclWindow_t win;
-  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+  ncclComm_t comm = withWindow(rank, &win);
   if (rank != 0) {
     fflush(stdout);
     _exit(0); /* no signal, no destroy */
@@ -152,11 +158,8 @@ static void* deadPeer(void* arg) {
 /* `rma left`: rank 1 signals rank 0 and leaves; the others signal later. */
 static void* leftEarly(void* arg) {
   int rank = (int)(long)arg;
-  ncclComm_t comm;
-  CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
-  static char buf[4096];
   ncclWindow_t win;
-  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+  ncclComm_t comm = withWindow(rank, &win);
   if (rank == 1) {
     CHECK(ncclSignal(0, 0, 0, 0, comm, NULL) == ncclSuccess, "signal");
     CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
@@ -180,11 +183,9 @@ static void* leftEarly(void* arg) {
 /* `rma differ`: rank 0 registers while the others deregister. */
 static void* differingCalls(void* arg) {
   int rank = (int)(long)arg;
-  ncclComm_t comm;
-  CHECK(ncclCommInitRank(&comm, nranks, id, rank) == ncclSuccess, "init");
-  static char buf[4096], more[4096];
   ncclWindow_t win, second;
-  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+  ncclComm_t comm = withWindow(rank, &win);
+  static char more[4096];
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   ncclResult_t r = rank == 0 ? ncclCommWindowRegister(comm, more, sizeof more, &second, NCCL_WIN_DEFAULT)

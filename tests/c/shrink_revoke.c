@@ -14,18 +14,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "check.h"
+
 #define N 4
 static ncclComm_t parent[N], shrunk[N], rebuilt[N];
 static ncclResult_t blockedResult = ncclSuccess;
 
-#define CHECK(cond, ...)                   \
-  do {                                     \
-    if (!(cond)) {                         \
-      printf("FAILED: " __VA_ARGS__);      \
-      printf(" (%s)\n", ncclGetLastError(NULL)); \
-      exit(1);                             \
-    }                                      \
-  } while (0)
 
 static float sumOf(ncclComm_t c, float mine) {
   float x = mine;

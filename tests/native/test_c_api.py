@@ -90,6 +90,7 @@ def test_a_failed_call_fails_its_group(c_program):
     p = run(c_program("group_error"), env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}, timeout=50)
     assert p.returncode == 0 and p.stdout.strip().endswith("OK"), p.stdout + p.stderr
     assert p.stderr.count("ncclGroupEnd: a call inside the group failed (error 4") == 2, p.stderr
+    assert "1 call(s) queued on it in this thread's open group are dropped" in p.stderr, p.stderr
 
 
 def test_grow_suspend_resume_and_memory_statistics(c_program):
@@ -228,11 +229,19 @@ def test_differing_window_calls_fail_at_once(c_program, nranks):
     # Rank 0 registers a window while the others deregister one: their
     # exchanges differ in size, and every rank's call must fail within seconds
     # (ACCL_TIMEOUT is 60), the ones that saw it saying why.
-    env = {"ACCL_TIMEOUT": "60", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
-    p = run(c_program("rma"), "differ", nranks, env=env, timeout=100)
+    p = run(c_program("rma"), "differ", nranks, env=rma_env(False), timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert f"OK: {nranks} ranks" in p.stdout
     assert "at the same time (every rank must register and deregister windows in the same order)" in p.stderr
+
+
+def rma_env(hosts):
+    """tests/c/rma.c's environment: ACCL_TIMEOUT 60, loopback; with `hosts`
+    each process its own NCCL_HOSTID, so that the puts cross sockets."""
+    env = {"ACCL_TIMEOUT": "60", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
+    if hosts:
+        env["RMA_HOST_PER_RANK"] = "1"
+    return env
 
 
 @pytest.mark.timeout(120)
@@ -240,10 +249,7 @@ def test_differing_window_calls_fail_at_once(c_program, nranks):
 def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
     # Ranks 1 and 2 register a window and exit; rank 0's ncclWaitSignal must end
     # with ncclRemoteError naming a dead rank within seconds, not at ACCL_TIMEOUT (60).
-    env = {"ACCL_TIMEOUT": "60", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
-    if hosts:
-        env["RMA_HOST_PER_RANK"] = "1"
-    p = run(c_program("rma"), "dead", 3, env=env, timeout=100)
+    p = run(c_program("rma"), "dead", 3, env=rma_env(hosts), timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert "OK: dead peer seen after" in p.stdout
     assert re.search(r"rank [12] \(pid \d+ on \S+\) left \(destroyed its communicator, or its process ended\) "
@@ -255,11 +261,8 @@ def test_wait_signal_sees_a_dead_peer_at_once(c_program, hosts):
 def test_wait_signal_outlives_a_peer_that_left_owing_nothing(c_program, hosts):
     # Rank 1 signals rank 0, destroys its communicator and exits; ranks 2 (and 3)
     # signal half a second later: rank 0's wait for one signal from each succeeds.
-    env = {"ACCL_TIMEOUT": "60", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}
-    if hosts:
-        env["RMA_HOST_PER_RANK"] = "1"
     for nranks in (3, 4):
-        p = run(c_program("rma"), "left", nranks, env=env, timeout=50)
+        p = run(c_program("rma"), "left", nranks, env=rma_env(hosts), timeout=50)
         assert p.returncode == 0, p.stdout + p.stderr[-4000:]
         assert f"OK: {nranks} ranks" in p.stdout
         assert " WARN " not in p.stderr, p.stderr[-4000:]

@@ -17,9 +17,13 @@ MEMCHECK = [VALGRIND, "-q", "--error-exitcode=99", "--errors-for-leak-kinds=none
 @pytest.mark.parametrize("program,args,ok", [
     # windows, puts, signals, then ncclCommDestroy: the RMA receiver stopped twice
     ("rma", ("threads", 2), "OK: 2 ranks"),
-    # ncclCommAbort while a blocking init runs on another thread, or before its group ends
-    ("abort_during_init", ("blocking",), "OK: blocking"),
-    ("abort_during_init", ("group",), "OK: group"),
+    # ncclCommAbort while a blocking init runs on another thread, or before its group ends;
+    # ncclCommDestroy while another thread's allreduce waits in the communicator
+    ("teardown_races", ("blocking",), "OK: blocking"),
+    ("teardown_races", ("group",), "OK: group"),
+    ("teardown_races", ("destroy",), "OK: destroy"),
+    # a failed group, and communicators destroyed or aborted with calls queued in an open group
+    ("group_error", (), "OK"),
 ])
 def test_no_memory_errors_on_teardown(c_program, program, args, ok):
     env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", NCCL_DEBUG="WARN", ACCL_TIMEOUT="2")
