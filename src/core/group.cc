@@ -188,7 +188,15 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   double us = 0;
   for (auto& kv : perComm) us = std::max(us, kv.second);
   info->estimatedTime = static_cast<float>(us);
-  g.clear();  // queued inits were never started: as NCCL, simulation is for operations
+  // Simulation is for operations (as NCCL's): queued inits never start, and
+  // their communicators say so rather than stay "in progress" for good.
+  auto cancels = std::move(g.cancels);
+  const size_t inits = g.inits.size();
+  g.clear();
+  if (inits > 0)
+    WARN("ncclGroupSimulateEnd: %zu init(s) queued in the group never start; destroy their communicators", inits);
+  for (auto& cancel : cancels)
+    if (cancel) cancel(ncclInvalidUsage);
   return ncclSuccess;
 }
 

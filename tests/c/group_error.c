@@ -11,6 +11,8 @@
  *   3. Inside a group, an allreduce queued on a 1-rank communicator that is
  *      then destroyed, and one on another that is aborted: ncclGroupEnd runs
  *      neither (they would run on freed memory) and returns ncclSuccess.
+ *   4. An init queued in a group that ncclGroupSimulateEnd ends never starts:
+ *      its communicator reports ncclInvalidUsage, not "in progress" for good.
  * Prints "OK" at the end. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
@@ -71,6 +73,16 @@ int main(void) {
   CHECK(ncclCommDestroy(one[0]) == ncclSuccess && ncclCommAbort(one[1]) == ncclSuccess, "destroy and abort");
   r = ncclGroupEnd();
   CHECK(r == ncclSuccess, "the group whose communicators went returned %d", r);
+
+  ncclComm_t never = NULL;
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  CHECK(ncclGetUniqueId(&id) == ncclSuccess, "unique id");
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(ncclCommInitRank(&never, 2, id, 0) == ncclSuccess, "queued init");
+  CHECK(ncclGroupSimulateEnd(&sim) == ncclSuccess, "simulated end");
+  CHECK(ncclCommGetAsyncError(never, &async) == ncclSuccess && async == ncclInvalidUsage,
+        "the simulated group's init reports %d", async);
+  CHECK(ncclCommDestroy(never) == ncclSuccess, "destroy the never-started communicator");
   printf("OK\n");
   return 0;
 }
