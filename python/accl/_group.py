@@ -14,6 +14,7 @@ from typing import Any
 
 from . import _accl
 from ._enums import Result
+from ._errors import InvalidUsageError
 
 _tls = threading.local()
 _IN_PROGRESS = int(Result.IN_PROGRESS)  # a plain int: comparing with the IntEnum costs more
@@ -50,7 +51,7 @@ class Group:
             prediction in microseconds (None otherwise).
     """
 
-    __slots__ = ("simulate", "estimated_time", "_keep", "_comms", "_pending", "_open", "_used")
+    __slots__ = ("simulate", "estimated_time", "_keep", "_comms", "_pending", "_open", "_used", "_inner_raised")
 
     def __init__(self, *, simulate: bool = False):
         self.simulate = bool(simulate)
@@ -60,6 +61,7 @@ class Group:
         self._pending: list[Any] = []  # Communicators created inside, finished at the end
         self._open = False
         self._used = False
+        self._inner_raised = False  # a nested group's block raised: nothing queued may run
 
     # called by Communicator
     def _hold(self, comm: Any, *objs: Any) -> None:
@@ -106,13 +108,16 @@ class Group:
             for c in self._comms:
                 outer._hold(c)
             outer._pending.extend(self._pending)
+            # The queued calls of all levels are one list in the library: an
+            # inner block that raised fails the outermost group as a whole.
+            outer._inner_raised = outer._inner_raised or self._inner_raised or exc_type is not None
             self._release()
             if self.simulate:
                 _accl.group_simulate_end()
             else:
                 _accl.group_end()
             return False
-        if exc_type is not None:
+        if exc_type is not None or self._inner_raised:
             # The block failed: drop what was queued (ncclGroupSimulateEnd runs
             # nothing) rather than run half a program.
             try:
@@ -121,6 +126,11 @@ class Group:
                 pass
             self._discard_pending()
             self._release()
+            if exc_type is None:  # the inner block's exception was caught inside this one
+                raise InvalidUsageError(
+                    int(Result.INVALID_USAGE),
+                    "a nested group's block raised: nothing queued in the outermost group ran (the library "
+                    "holds one list of queued calls for all levels)")
             return False
         try:
             if self.simulate:

@@ -711,6 +711,32 @@ def test_group_that_raises_runs_nothing():
 
 
 @pytest.mark.timeout(60)
+def test_nested_group_that_raises_fails_the_outer_group():
+    # The library holds one list of queued calls for every level: an inner
+    # block that raised (its exception caught inside the outer one) fails the
+    # outermost group, which runs nothing and says why.
+    def body(comm):
+        x = np.ones(10, np.float32)
+        first, second = np.zeros(10, np.float32), np.zeros(10, np.float32)
+        with pytest.raises(accl.InvalidUsageError, match="nested group's block raised"):
+            with accl.group():
+                comm.allreduce(x, first)
+                try:
+                    with accl.group():
+                        comm.allreduce(x, second)
+                        raise KeyError("boom")
+                except KeyError:
+                    pass
+        assert accl._group.current() is None
+        return first, second, comm.allreduce(x)
+
+    for first, second, after in run_ranks(2, body):
+        np.testing.assert_array_equal(first, np.zeros(10))
+        np.testing.assert_array_equal(second, np.zeros(10))
+        np.testing.assert_array_equal(after, np.full(10, 2.0))
+
+
+@pytest.mark.timeout(60)
 def test_simulate_estimates_and_runs_nothing():
     def body(comm):
         x = np.ones(1 << 20, np.float32)

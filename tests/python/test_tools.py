@@ -114,6 +114,11 @@ def test_sizes_and_step_options():
     assert options.parse(["allreduce", "-b", "0", "-e", "8"]).sizes() == [0]
     with pytest.raises(SystemExit):
         options.parse(["allreduce", "-d", "complex"])
+    # Not finite, or no positive timeout: a usage error, not a traceback or a false "timed out".
+    for bad in (["-b", "inf"], ["-e", "1e400"], ["-b", "nan"], ["-T", "nan"], ["-T", "-1"], ["-T", "0"]):
+        with pytest.raises(SystemExit):
+            options.parse(["allreduce", *bad])
+    assert options.parse(["allreduce", "-T", "2.5"]).timeout == 2.5
 
 
 def test_table_number_format():

@@ -140,6 +140,11 @@ def _suite_collectives(rank: int, n: int) -> None:
     out = torch.empty(3)
     dist.scatter(out, list(_inp(99, (n * 3,)).chunk(n)) if rank == 1 else None, src=1)
     eq(out, _inp(99, (n * 3,))[rank * 3:(rank + 1) * 3])
+    if rank == 0:  # the root's list is checked before anything moves (no other rank takes part)
+        with pytest.raises(ValueError, match=f"gather needs {n} tensors in gather_list, got {n - 1}"):
+            dist.gather(_inp(rank, (3,)), [torch.empty(3) for _ in range(n - 1)], dst=0)
+        with pytest.raises(ValueError, match=r"scatter: scatter_list\[1\] is 4 x torch.float32, not 3"):
+            dist.scatter(torch.empty(3), [torch.empty(3), torch.empty(4)] + [torch.empty(3)] * (n - 2), src=0)
 
     # send / recv, both directions; isend / irecv
     for src in range(n):

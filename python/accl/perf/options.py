@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, field
 
 from .binding import MODES as BIND_MODES
@@ -37,9 +38,21 @@ def parse_size(text: str) -> int:
         value = float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid size {text!r} (e.g. 8, 64K, 32M, 1G)") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: not a finite number")
     if value < 0:
         raise argparse.ArgumentTypeError(f"invalid size {text!r}: negative")
     return int(value * scale)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid time {text!r} (seconds, e.g. 300)") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: a positive number of seconds")
+    return value
 
 
 def _datatype(text: str) -> str:
@@ -122,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--op", type=_op, default="sum", help="sum prod max min avg, or all")
     p.add_argument("-a", "--average", type=int, choices=sorted(AVERAGE_NAMES), default=1,
                    help="time reported: 0 rank 0, 1 average (default, as nccl-tests), 2 min, 3 max")
-    p.add_argument("-T", "--timeout", type=float, default=300.0,
+    p.add_argument("-T", "--timeout", type=_seconds, default=300.0,
                    help="seconds before the whole run is stopped (300)")
     p.add_argument("-R", "--local_register", type=int, choices=(0, 1, 2), default=0,
                    help="ACCL's buffers: 0 plain (default), 1 registered with ncclCommRegister, "

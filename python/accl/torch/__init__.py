@@ -336,6 +336,16 @@ class ProcessGroupACCL(dist.ProcessGroup):
                 o.copy_(piece.reshape(o.shape))
         return _done_work(list(output_tensors))
 
+    def _check_list(self, op, name, tensors, like):
+        # The root's list: one tensor per rank, each the size and dtype of
+        # `like` (checked before the call, as torch's NCCL backend does).
+        if len(tensors) != self._size:
+            raise ValueError(f"accl torch backend: {op} needs {self._size} tensors in {name}, got {len(tensors)}")
+        for i, t in enumerate(tensors):
+            if t.numel() != like.numel() or t.dtype != like.dtype:
+                raise ValueError(f"accl torch backend: {op}: {name}[{i}] is {t.numel()} x {t.dtype}, "
+                                 f"not {like.numel()} x {like.dtype} like this rank's tensor")
+
     def gather(self, output_tensors, input_tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         if len(input_tensors) != 1:
@@ -344,6 +354,7 @@ class ProcessGroupACCL(dist.ProcessGroup):
         src = _Buf(inp, "gather", read_only=True)
         if self._rank == root:
             outs = output_tensors[0]
+            self._check_list("gather", "gather_list", outs, inp)
             tmp = torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype)
             self.comm.gather(src.array, _np_view(tmp, "gather"), root=root)
             with torch.no_grad():
@@ -360,6 +371,7 @@ class ProcessGroupACCL(dist.ProcessGroup):
         out = output_tensors[0]
         dst = _Buf(out, "scatter")
         if self._rank == root:
+            self._check_list("scatter", "scatter_list", input_tensors[0], out)
             src = _flat(input_tensors[0])
             self.comm.scatter(_np_view(src, "scatter"), dst.array, root=root)
         else:
