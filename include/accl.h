@@ -17,6 +17,12 @@ extern "C" {
 /* ACCL's own version, e.g. "0.1.0" (ncclGetVersion reports the NCCL API level). */
 const char* acclGetVersionString(void);
 
+/* The last WARN line's text that the calling thread wrote ("" if none).
+ * ncclGetLastError is per process, as NCCL's: with several ranks in one
+ * process it may hold another rank's error. Valid until this thread's next
+ * WARN. */
+const char* acclGetThreadLastError(void);
+
 /* The mode a new communicator would run in on this machine.
  * Returns 1 for device mode (a usable CUDA device), 0 for host mode, and writes
  * a one-line human-readable reason (e.g. "host: built without CUDA") into

@@ -16,7 +16,9 @@ class NcclError(RuntimeError):
     Attributes:
         code: the ncclResult_t, as accl.Result (a plain int if unknown).
         call: the C function that failed, e.g. "ncclAllReduce" ("" if raised in Python).
-        last_warning: ncclGetLastError(NULL) right after the failure.
+        last_warning: the last WARN line of the thread that made the call, right
+            after the failure (acclGetThreadLastError; ncclGetLastError is per
+            process, so with ranks as threads it may be another rank's).
     """
 
     def __init__(self, code: int, message: str, *, call: str = "", last_warning: str = ""):

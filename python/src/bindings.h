@@ -22,6 +22,7 @@ namespace nb = nanobind;
 // module) with RTLD_LOCAL. Linking it by SONAME instead would bind to whatever
 // libnccl.so.2 the process has already (`import torch` maps NVIDIA's).
 #define ACCL_PY_CALLS(X) \
+  X(acclGetThreadLastError) \
   X(acclGetVersionString) \
   X(acclQueryMode) \
   X(acclTunerChoose) \

@@ -50,7 +50,8 @@ CallError::CallError(ncclResult_t code, std::string call, std::string lastError)
 
 ncclResult_t check(ncclResult_t r, const char* call, bool allowInProgress) {
   if (r == ncclSuccess || (allowInProgress && r == ncclInProgress)) return r;
-  const char* last = api().ncclGetLastError(nullptr);
+  // This thread's last WARN: the process's may be another rank's (ranks as threads).
+  const char* last = api().acclGetThreadLastError();
   throw CallError(r, call, last ? last : "");
 }
 

@@ -91,6 +91,8 @@ extern "C" const char* acclGetVersionString(void) {
   return ACCL_STR(ACCL_VERSION_MAJOR) "." ACCL_STR(ACCL_VERSION_MINOR) "." ACCL_STR(ACCL_VERSION_PATCH);
 }
 
+extern "C" const char* acclGetThreadLastError(void) { return accl::threadLastWarning(); }
+
 extern "C" int acclQueryMode(char* reason, size_t len) {
   const accl::ModeInfo& m = accl::queryMode();
   if (reason && len > 0) snprintf(reason, len, "%s", m.reason.c_str());

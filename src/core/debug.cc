@@ -35,6 +35,12 @@ LogState& state() {
   return *s;
 }
 std::mutex& logMu() { return state().mu; }
+
+// The calling thread's last WARN (lastWarning's is the process's, as NCCL's).
+std::string& threadLastWarn() {
+  thread_local std::string text;
+  return text;
+}
 const HeldAcrossFork<logMu> logFreeAtFork;  // no child inherits a half-written line's lock
 
 // The device in log lines: host mode has none, and NCCL then prints [0].
@@ -120,6 +126,7 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  if (level == LogLevel::Warn) threadLastWarn() = msg;
   std::lock_guard<std::mutex> g(s.mu);
   initLocked(s);
   if (level == LogLevel::Warn) s.lastWarn = msg;
@@ -146,6 +153,8 @@ void resetLogInit() {
   std::lock_guard<std::mutex> g(s.mu);
   s.initialized = false;
 }
+
+const char* threadLastWarning() { return threadLastWarn().c_str(); }
 
 const char* lastWarning() {
   // Returned pointer stays valid until the next WARN; callers copy it promptly.

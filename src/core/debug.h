@@ -30,6 +30,9 @@ bool logEnabled(LogLevel level, uint64_t subsys);
 void resetLogInit();
 // The text of the most recent WARN in this process ("" if none).
 const char* lastWarning();
+// The calling thread's last WARN ("" if none): with several ranks in one
+// process, the process's last one may be another rank's.
+const char* threadLastWarning();
 
 }  // namespace accl
 

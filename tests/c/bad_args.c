@@ -1,12 +1,21 @@
 /* Bad arguments to every implemented function: each must return the documented
  * error and leave a WARN (ncclGetLastError) naming the function, never crash.
  * Prints "N passed, M failed"; exit 0 when all pass. */
+#include <accl.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int passed = 0, failed = 0;
+
+/* Another thread's bad call, whose WARN comes after this thread's. */
+static void* otherThreadWarns(void* arg) {
+  (void)arg;
+  ncclCommCount(NULL, NULL);
+  return NULL;
+}
 
 static void expect(const char* what, ncclResult_t got, ncclResult_t want, const char* warnHas) {
   const char* last = ncclGetLastError(NULL);
@@ -141,6 +150,18 @@ int main(void) {
   expect("Destroy(NULL)", ncclCommDestroy(NULL), ncclSuccess, NULL);
   expect("Abort(NULL)", ncclCommAbort(NULL), ncclSuccess, NULL);
   if (strcmp(ncclGetErrorString((ncclResult_t)99), "unknown result code") != 0) { ++failed; printf("FAIL error string\n"); }
+
+  /* ncclGetLastError is the process's last WARN (as NCCL's); acclGetThreadLastError this thread's. */
+  expect("Bcast(root 7)", ncclBcast(buf, 4, ncclFloat, 7, NULL, NULL), ncclInvalidArgument, NULL);
+  pthread_t t;
+  pthread_create(&t, NULL, otherThreadWarns, NULL);
+  pthread_join(t, NULL);
+  if (!strstr(ncclGetLastError(NULL), "ncclCommCount") || !strstr(acclGetThreadLastError(), "ncclBcast")) {
+    ++failed;
+    printf("FAIL thread last error: process \"%s\", thread \"%s\"\n", ncclGetLastError(NULL), acclGetThreadLastError());
+  } else {
+    ++passed;
+  }
 
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -148,8 +148,8 @@ TEST(bootstrap_root_strangers) {
 TEST(same_subnet) {
   NetIf i;
   memset(&i, 0, sizeof(i));
-  parseAddr("10.1.2.3:0", &i.addr);
-  parseAddr("255.255.255.0:0", &i.mask);
+  parseAddr("10.1.2.3:1", &i.addr);  // the ports do not matter (parseAddr takes [1, 65535])
+  parseAddr("255.255.255.0:1", &i.mask);
   SockAddr in, out;
   parseAddr("10.1.2.200:5", &in);
   parseAddr("10.1.3.1:5", &out);

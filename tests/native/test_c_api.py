@@ -78,8 +78,9 @@ def test_split_and_shrink_under_nccl_comm_id(c_program, comm_id, secret):
            "ACCL_TIMEOUT": "30"}
     p = run(c_program("commid_split"), env=env, timeout=100)
     assert p.returncode == 0 and p.stdout.strip().endswith("OK"), p.stdout + p.stderr[-4000:]
-    # Without ACCL_SECRET anyone who knows the address can derive the secret: each process says so once.
-    assert p.stderr.count("without ACCL_SECRET") == (4 if not secret else 0), p.stderr[-4000:]
+    # Without ACCL_SECRET anyone who knows the address can derive the secret: the process that
+    # made the id (rank 0; the others got it through a pipe) says so once.
+    assert p.stderr.count("without ACCL_SECRET") == (1 if not secret else 0), p.stderr[-4000:]
 
 
 @pytest.mark.timeout(60)
@@ -207,7 +208,8 @@ def test_windows_and_one_sided_operations(c_program, mode, nranks, hosts):
     p = run(c_program("rma"), mode, nranks, env=env, timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert f"OK: {nranks} ranks" in p.stdout
-    assert p.stderr.count("timed out (ACCL_TIMEOUT) waiting for 1 signal(s)") == nranks, p.stderr[-4000:]
+    timeouts = p.stderr.count("timed out (ACCL_TIMEOUT) waiting for 1 signal(s)")
+    assert 1 <= timeouts <= nranks, p.stderr[-4000:]  # the others may learn of a peer's timeout first
     assert "peer -1 is outside" in p.stderr and "inside ncclGroupStart/ncclGroupEnd" in p.stderr
 
 
