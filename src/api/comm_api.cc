@@ -29,7 +29,7 @@ ncclResult_t startChild(ncclComm* parent, ncclConfig_t* config,
         accl::CommUse use(parent);
         return make(child);
       },
-      newcomm);
+      newcomm, parent);
 }
 
 // A communicator that new ones can be made from (split, grow): initialised, no error.
@@ -70,7 +70,7 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
         return accl::commSplit(comm, NCCL_SPLIT_NOCOLOR, key, nullptr);
       };
       if (accl::groupActive()) {
-        accl::groupEnqueueInit(job);
+        accl::groupEnqueueInit(job, {}, comm);
         return ncclSuccess;
       }
       return job();
@@ -224,44 +224,47 @@ NCCL_API_ALIAS(ncclCommRevoke)
 extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
   ACCL_API_GUARD_BEGIN
-  if (!newcomm || !commIds) {
-    WARN("ncclCommInitRankScalable: %s is NULL", newcomm ? "commIds" : "newcomm");
-    return ncclInvalidArgument;
-  }
-  *newcomm = nullptr;
-  if (nId < 1) {
-    WARN("ncclCommInitRankScalable: nId = %d must be at least 1", nId);
-    return ncclInvalidArgument;
-  }
-  if (nranks < 1 || myrank < 0 || myrank >= nranks) {
-    WARN("ncclCommInitRankScalable: rank %d of nranks %d is invalid", myrank, nranks);
-    return ncclInvalidArgument;
-  }
-  std::vector<accl::UniqueIdLayout> ids(nId);
-  for (int k = 0; k < nId; ++k) {
-    memcpy(&ids[k], commIds[k].internal, sizeof(ids[k]));
-    if (!accl::uniqueIdValid(ids[k])) {
-      WARN("ncclCommInitRankScalable: commIds[%d] was not made by ncclGetUniqueId", k);
+  // Inside a group, a call that fails here fails the group (core/group.h).
+  return accl::groupFail([&]() -> ncclResult_t {
+    if (!newcomm || !commIds) {
+      WARN("ncclCommInitRankScalable: %s is NULL", newcomm ? "commIds" : "newcomm");
       return ncclInvalidArgument;
     }
-  }
-  accl::CommConfig cfg;
-  NCCLCHECK(accl::readConfig(config, &cfg));
-  NCCLCHECK(acclCheckMode("ncclCommInitRankScalable"));
-  // ACCL's rendezvous handles thousands of ranks on one root: every rank uses
-  // commIds[0], and the roots of the other ids are released (rank k mod nranks
-  // releases id k) so that none of them lingers.
-  for (int k = 1; k < nId; ++k)
-    if (k % nranks == myrank && memcmp(&ids[k].root, &ids[0].root, sizeof(ids[0].root)) != 0)
-      accl::releaseRoot(ids[k]);
-  auto* comm = new ncclComm();
-  comm->cudaDev = accl::devChoose(-1);
-  comm->config = cfg;
-  comm->rank = myrank;
-  comm->nranks = nranks;
-  accl::UniqueIdLayout id = ids[0];
-  return acclStartInit(comm, [comm, id, nranks, myrank] { return accl::commInit(comm, id, nranks, myrank); },
-                       newcomm);
+    *newcomm = nullptr;
+    if (nId < 1) {
+      WARN("ncclCommInitRankScalable: nId = %d must be at least 1", nId);
+      return ncclInvalidArgument;
+    }
+    if (nranks < 1 || myrank < 0 || myrank >= nranks) {
+      WARN("ncclCommInitRankScalable: rank %d of nranks %d is invalid", myrank, nranks);
+      return ncclInvalidArgument;
+    }
+    std::vector<accl::UniqueIdLayout> ids(nId);
+    for (int k = 0; k < nId; ++k) {
+      memcpy(&ids[k], commIds[k].internal, sizeof(ids[k]));
+      if (!accl::uniqueIdValid(ids[k])) {
+        WARN("ncclCommInitRankScalable: commIds[%d] was not made by ncclGetUniqueId", k);
+        return ncclInvalidArgument;
+      }
+    }
+    accl::CommConfig cfg;
+    NCCLCHECK(accl::readConfig(config, &cfg));
+    NCCLCHECK(acclCheckMode("ncclCommInitRankScalable"));
+    // ACCL's rendezvous handles thousands of ranks on one root: every rank uses
+    // commIds[0], and the roots of the other ids are released (rank k mod nranks
+    // releases id k) so that none of them lingers.
+    for (int k = 1; k < nId; ++k)
+      if (k % nranks == myrank && memcmp(&ids[k].root, &ids[0].root, sizeof(ids[0].root)) != 0)
+        accl::releaseRoot(ids[k]);
+    auto* comm = new ncclComm();
+    comm->cudaDev = accl::devChoose(-1);
+    comm->config = cfg;
+    comm->rank = myrank;
+    comm->nranks = nranks;
+    accl::UniqueIdLayout id = ids[0];
+    return acclStartInit(comm, [comm, id, nranks, myrank] { return accl::commInit(comm, id, nranks, myrank); },
+                         newcomm);
+  }());
   ACCL_API_GUARD_END("ncclCommInitRankScalable")
 }
 NCCL_API_ALIAS(ncclCommInitRankScalable)

@@ -81,24 +81,31 @@ ncclResult_t finishInit(ncclComm* comm, ncclResult_t r) {
   return r;
 }
 
-// An init job that owned its communicator (initOwner) is done with it: true
-// if it is still the caller's; false if another thread aborted or destroyed it
-// meanwhile, and it is now freed.
-bool releaseInit(ncclComm* comm) {
-  int owned = 1;
-  if (comm->initOwner.compare_exchange_strong(owned, 0)) return true;
-  accl::commFree(comm);
+// ncclComm::initOwner. Exactly one side frees a communicator whose init runs
+// on a caller's thread: the init job, if it failed (with freeOnFailure) or an
+// abort or destroy came meanwhile; else, later, the caller's destroy or abort.
+enum InitOwner : int { kInitNone = 0, kInitRunning = 1, kInitAborted = 2, kInitFailed = 3 };
+
+// An init job that owned its communicator is done with it (r: how the init
+// went). True if the communicator lives on for the caller; false if it is
+// freed now: another thread aborted or destroyed it meanwhile, or the init
+// failed and `freeOnFailure` (a blocking init frees what it could not finish).
+bool releaseInit(ncclComm* comm, ncclResult_t r, bool freeOnFailure) {
+  int running = kInitRunning;
+  const int next = r != ncclSuccess && freeOnFailure ? kInitFailed : kInitNone;
+  if (comm->initOwner.compare_exchange_strong(running, next) && next == kInitNone) return true;
+  accl::commFree(comm);  // waits until an abort that looked at it has left (CommUse)
   return false;
 }
 
 }  // namespace
 
-ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out) {
+ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out, ncclComm* parent) {
   comm->asyncError.store(ncclInProgress);
   // A non-blocking init has a thread of its own, which commFree joins; any
   // other runs on a caller's thread, and owns the comm until it returns.
   const bool owned = accl::groupActive() || comm->config.blocking;
-  if (owned) comm->initOwner.store(1);
+  if (owned) comm->initOwner.store(kInitRunning);
   accl::registerComm(comm);
   *out = comm;
   auto run = [comm, job] { return finishInit(comm, job()); };
@@ -106,13 +113,13 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
     accl::groupEnqueueInit(
         [comm, run] {
           const ncclResult_t r = comm->abortFlag.load() ? ncclInvalidUsage : run();  // aborted before the group ended
-          releaseInit(comm);
+          releaseInit(comm, r, /*freeOnFailure=*/false);  // a failed one stays for its caller to destroy
           return r;
         },
-        [comm](ncclResult_t error) {  // another call of the group failed: this init never runs
-          finishInit(comm, error);
-          releaseInit(comm);
-        });
+        [comm](ncclResult_t error) {  // another call of the group failed (or its parent went): it never runs
+          releaseInit(comm, finishInit(comm, error), /*freeOnFailure=*/false);
+        },
+        parent);
     return ncclSuccess;
   }
   if (!owned) {
@@ -121,20 +128,33 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
   }
   const int rank = comm->rank;
   ncclResult_t r = run();
-  if (!releaseInit(comm)) {
-    *out = nullptr;
-    if (r == ncclSuccess) {
-      WARN("rank %d: another thread aborted or destroyed the communicator while its init ran", rank);
-      r = ncclInvalidUsage;
-    }
-    return r;
-  }
-  if (r != ncclSuccess) {
-    accl::commFree(comm);
-    *out = nullptr;
+  if (releaseInit(comm, r, /*freeOnFailure=*/true)) return r;
+  *out = nullptr;
+  if (r == ncclSuccess) {
+    WARN("rank %d: another thread aborted or destroyed the communicator while its init ran", rank);
+    r = ncclInvalidUsage;
   }
   return r;
 }
+
+namespace {
+
+// Abort or destroy of a communicator whose init runs on a caller's thread:
+// true if that init frees it (it is told to stop here), so the caller must
+// not touch it again. Looks under CommUse, which that init's free waits for.
+bool leftToItsInit(ncclComm* comm) {
+  accl::CommUse use(comm);
+  int running = kInitRunning;
+  if (comm->initOwner.compare_exchange_strong(running, kInitAborted)) {
+    comm->abortFlag.store(1);
+    accl::commStopOperations(comm);
+    if (comm->bootstrap) comm->bootstrap->shutdownAll();
+    return true;
+  }
+  return running == kInitAborted || running == kInitFailed;  // already the init's to free
+}
+
+}  // namespace
 
 ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
                           ncclConfig_t* config, int device) {
@@ -203,40 +223,43 @@ NCCL_API_ALIAS(ncclCommInitRank)
 
 extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   ACCL_API_GUARD_BEGIN
-  if (!comms) {
-    WARN("ncclCommInitAll: comms is NULL");
-    return ncclInvalidArgument;
-  }
-  if (ndev < 1) {
-    WARN("ncclCommInitAll: ndev = %d must be at least 1", ndev);
-    return ncclInvalidArgument;
-  }
-  // Host mode ignores devices; a negative device is still a caller bug. Repeats are allowed:
-  // several ranks may share one device.
-  for (int i = 0; devlist && i < ndev; ++i) {
-    if (devlist[i] < 0) {
-      WARN("ncclCommInitAll: devlist[%d] = %d is not a device", i, devlist[i]);
+  // Inside a group, a call that fails here fails the group (core/group.h).
+  return accl::groupFail([&]() -> ncclResult_t {
+    if (!comms) {
+      WARN("ncclCommInitAll: comms is NULL");
       return ncclInvalidArgument;
     }
-  }
-  for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
-  ncclUniqueId id;
-  NCCLCHECK(pncclGetUniqueId(&id));
-  NCCLCHECK(accl::groupStart());
-  ncclResult_t first = ncclSuccess;
-  for (int i = 0; i < ndev; ++i) {
-    ncclResult_t r = acclInitRank("ncclCommInitAll", &comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : i);
-    if (r != ncclSuccess && first == ncclSuccess) first = r;
-  }
-  ncclResult_t r = accl::groupEnd();
-  if (first == ncclSuccess) first = r;
-  if (first != ncclSuccess) {
-    for (int i = 0; i < ndev; ++i) {
-      if (comms[i]) accl::commFree(comms[i]);
-      comms[i] = nullptr;
+    if (ndev < 1) {
+      WARN("ncclCommInitAll: ndev = %d must be at least 1", ndev);
+      return ncclInvalidArgument;
     }
-  }
-  return first;
+    // Host mode ignores devices; a negative device is still a caller bug. Repeats are allowed:
+    // several ranks may share one device.
+    for (int i = 0; devlist && i < ndev; ++i) {
+      if (devlist[i] < 0) {
+        WARN("ncclCommInitAll: devlist[%d] = %d is not a device", i, devlist[i]);
+        return ncclInvalidArgument;
+      }
+    }
+    for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
+    ncclUniqueId id;
+    NCCLCHECK(pncclGetUniqueId(&id));
+    NCCLCHECK(accl::groupStart());
+    ncclResult_t first = ncclSuccess;
+    for (int i = 0; i < ndev; ++i) {
+      ncclResult_t r = acclInitRank("ncclCommInitAll", &comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : i);
+      if (r != ncclSuccess && first == ncclSuccess) first = r;
+    }
+    ncclResult_t r = accl::groupEnd();
+    if (first == ncclSuccess) first = r;
+    if (first != ncclSuccess) {
+      for (int i = 0; i < ndev; ++i) {
+        if (comms[i]) accl::commFree(comms[i]);
+        comms[i] = nullptr;
+      }
+    }
+    return first;
+  }());
   ACCL_API_GUARD_END("ncclCommInitAll")
 }
 NCCL_API_ALIAS(ncclCommInitAll)
@@ -276,8 +299,11 @@ extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
   if (!comm) return ncclSuccess;  // as NCCL
   NCCLCHECK(acclCheckComm(comm, "ncclCommDestroy"));
+  if (leftToItsInit(comm)) return ncclSuccess;
   forgetQueued(comm, "ncclCommDestroy");
-  if (comm->inFlight.load() > 0) {  // another thread is inside it: destroying it under that call aborts the call
+  // Another thread is inside it: destroying it under that call aborts the call.
+  // (In device mode the staging proxy counts too, and destroy waits for it below.)
+  if (!comm->deviceMode && comm->inFlight.load() > 0) {
     WARN("ncclCommDestroy (%s, rank %d): %d call(s) of another thread are still inside the communicator; they are "
          "aborted", comm->name.c_str(), comm->rank, comm->inFlight.load());
     comm->abortFlag.store(1);
@@ -298,6 +324,7 @@ extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
   if (!comm) return ncclSuccess;  // as NCCL
   NCCLCHECK(acclCheckComm(comm, "ncclCommAbort"));
+  if (leftToItsInit(comm)) return ncclSuccess;
   forgetQueued(comm, "ncclCommAbort");
   // From any thread: raise the flag every wait checks, tell the peers, then free
   // once the calls that were inside the comm have left.

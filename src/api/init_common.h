@@ -8,7 +8,8 @@
 // Hands `comm` out through *out and runs `job` (the init) the way the context asks:
 // queued inside a group, on a thread for a non-blocking config (ncclInProgress),
 // or now (a failed blocking init frees the comm and sets *out = NULL).
-ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out);
+ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, ncclComm_t* out,
+                           ncclComm* parent = nullptr);
 // ncclCommInitRankConfig's work (`fn` names the caller in WARNs); `device` >= 0
 // is ncclCommInitAll's devlist entry, -1 the calling thread's device.
 ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,

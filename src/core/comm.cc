@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -284,14 +285,10 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
 
 void commFree(ncclComm* comm) {
   unregisterComm(comm);
-  if (comm->initOwner.load() == 1) {  // an init on another thread uses it: that init leaves, and frees it
-    comm->abortFlag.store(1);
-    int owned = 1;
-    if (comm->initOwner.compare_exchange_strong(owned, 2)) return;
-  }
   if (comm->initThread.joinable()) comm->initThread.join();
   // Everything that could still wait on this comm checks abortFlag; give it time to leave.
-  for (int i = 0; comm->inFlight.load() > 0 && i < 100000; ++i) usleep(100);
+  const auto leaveBy = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (comm->inFlight.load() > 0 && std::chrono::steady_clock::now() < leaveBy) usleep(100);
   if (comm->inFlight.load() > 0) {  // better a leak than freeing memory a call still uses
     WARN("%s (rank %d): %d call(s) still inside the communicator 10 s after it was stopped: it is left "
          "allocated rather than freed under them", comm->name.c_str(), comm->rank, comm->inFlight.load());

@@ -119,9 +119,10 @@ struct ncclComm {
   std::atomic<uint64_t> gpuBytes{0};   // device memory this communicator allocated (ncclCommMemStats)
   int shrinkCount = 0;                // ncclCommShrink calls so far (every remaining rank counts alike)
   std::thread initThread;            // non-blocking init runs here
-  // 1 while an init job on a caller's thread (a blocking init, or a group's)
-  // owns the comm: commFree from another thread (abort, destroy) then raises
-  // abortFlag, sets 2 and returns, and the job frees the comm when it returns.
+  // Who frees the comm while an init job on a caller's thread (a blocking
+  // init, or a group's) owns it (api/init_api.cc): kInitNone, kInitRunning,
+  // kInitAborted (abort or destroy came meanwhile: the job frees it when it
+  // returns), kInitFailed (the job is freeing what it could not finish).
   std::atomic<int> initOwner{0};
 
   std::unique_ptr<accl::Bootstrap> bootstrap;

@@ -18,6 +18,7 @@ struct GroupState {
   ncclResult_t error = ncclSuccess;  // the first call that failed inside the group
   std::vector<std::function<ncclResult_t()>> inits;
   std::vector<std::function<void(ncclResult_t)>> cancels;  // each init's, or empty
+  std::vector<const ncclComm*> parents;  // each init's parent (split, shrink), or NULL
   std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>> commJobs;  // in call order
   std::vector<CollArgs> colls;
 
@@ -26,6 +27,7 @@ struct GroupState {
     error = ncclSuccess;
     inits.clear();
     cancels.clear();
+    parents.clear();
     commJobs.clear();
     colls.clear();
   }
@@ -192,12 +194,13 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   // their communicators say so rather than stay "in progress" for good.
   auto cancels = std::move(g.cancels);
   const size_t inits = g.inits.size();
+  const ncclResult_t error = g.error;  // a call inside the group failed: so does its end, simulated or not
   g.clear();
   if (inits > 0)
     WARN("ncclGroupSimulateEnd: %zu init(s) queued in the group never start; destroy their communicators", inits);
   for (auto& cancel : cancels)
-    if (cancel) cancel(ncclInvalidUsage);
-  return ncclSuccess;
+    if (cancel) cancel(error != ncclSuccess ? error : ncclInvalidUsage);
+  return error;
 }
 
 void groupDiscard() {
@@ -214,7 +217,19 @@ int groupForget(const ncclComm* comm) {
   g.commJobs.erase(std::remove_if(g.commJobs.begin(), g.commJobs.end(),
                                   [comm](const auto& job) { return job.first == comm; }),
                    g.commJobs.end());
-  return static_cast<int>(before - g.colls.size() - g.commJobs.size());
+  int dropped = static_cast<int>(before - g.colls.size() - g.commJobs.size());
+  std::vector<std::function<void(ncclResult_t)>> children;  // cancelled once the lists are consistent again
+  for (size_t i = g.inits.size(); i-- > 0;) {
+    if (g.parents[i] != comm) continue;
+    children.push_back(std::move(g.cancels[i]));
+    g.inits.erase(g.inits.begin() + static_cast<std::ptrdiff_t>(i));
+    g.cancels.erase(g.cancels.begin() + static_cast<std::ptrdiff_t>(i));
+    g.parents.erase(g.parents.begin() + static_cast<std::ptrdiff_t>(i));
+    ++dropped;
+  }
+  for (auto& cancel : children)
+    if (cancel) cancel(ncclInvalidUsage);
+  return dropped;
 }
 
 ncclResult_t groupFail(ncclResult_t r) {
@@ -225,10 +240,12 @@ ncclResult_t groupFail(ncclResult_t r) {
   return r;
 }
 
-void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel) {
+void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel,
+                      const ncclComm* parent) {
   GroupState& g = threadGroup();
   g.inits.push_back(std::move(init));
   g.cancels.push_back(std::move(cancel));
+  g.parents.push_back(parent);
 }
 
 void groupEnqueueCommJob(ncclComm* comm, std::function<ncclResult_t()> job) {

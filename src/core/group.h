@@ -26,15 +26,18 @@ ncclResult_t groupEnd();
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info);
 // Ends the group without running anything (an error while queueing).
 void groupDiscard();
-// Drops what the calling thread's open group queued on `comm` (its
-// operations and window calls; its init is the communicator's own business),
-// which is being destroyed or aborted; returns how many.
+// Drops what the calling thread's open group queued on `comm`, which is being
+// destroyed or aborted: its operations, window calls, and the splits and
+// shrinks made from it (their children fail through their cancel). Its own
+// init is the communicator's business (api/init_api.cc). Returns how many.
 int groupForget(const ncclComm* comm);
 // Records r, if it is an error and the calling thread is inside a group, as
 // the group's (the first one counts); returns r.
 ncclResult_t groupFail(ncclResult_t r);
-// `cancel`, if given, runs instead of `init` when the group failed, with its error.
-void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel = {});
+// `cancel`, if given, runs instead of `init` when the group failed, with its
+// error; `parent`: the communicator the init is made from (split, shrink).
+void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel = {},
+                      const ncclComm* parent = nullptr);
 // A collective call on one communicator other than an operation (window
 // registration): run at the outermost ncclGroupEnd after the inits and before
 // the operations, in call order per communicator, communicators concurrently.

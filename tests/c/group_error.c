@@ -13,6 +13,9 @@
  *      neither (they would run on freed memory) and returns ncclSuccess.
  *   4. An init queued in a group that ncclGroupSimulateEnd ends never starts:
  *      its communicator reports ncclInvalidUsage, not "in progress" for good.
+ *   5. A split queued in a group whose parent is then destroyed in the same
+ *      group never runs (it would use the freed parent): the child reports
+ *      ncclInvalidUsage and ncclGroupEnd returns ncclSuccess.
  * Prints "OK" at the end. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
@@ -83,6 +86,16 @@ int main(void) {
   CHECK(ncclCommGetAsyncError(never, &async) == ncclSuccess && async == ncclInvalidUsage,
         "the simulated group's init reports %d", async);
   CHECK(ncclCommDestroy(never) == ncclSuccess, "destroy the never-started communicator");
+
+  ncclComm_t parent, child = NULL;
+  CHECK(ncclCommInitAll(&parent, 1, &dev) == ncclSuccess, "parent");
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(ncclCommSplit(parent, 0, 0, &child, NULL) == ncclSuccess && child, "queued split");
+  CHECK(ncclCommDestroy(parent) == ncclSuccess, "destroy the parent inside the group");
+  CHECK(ncclGroupEnd() == ncclSuccess, "the group of the dropped split failed");
+  CHECK(ncclCommGetAsyncError(child, &async) == ncclSuccess && async == ncclInvalidUsage,
+        "the dropped split's child reports %d", async);
+  CHECK(ncclCommDestroy(child) == ncclSuccess, "destroy the child");
   printf("OK\n");
   return 0;
 }
