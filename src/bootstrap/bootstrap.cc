@@ -52,14 +52,6 @@ Hello makeHello(Purpose p, const uint8_t* secret, int rank, int nranks, int tag)
   return h;
 }
 
-bool sameAddress(const SockAddr& a, const SockAddr& b) {
-  if (a.sa.sa_family != b.sa.sa_family) return false;
-  if (a.sa.sa_family == AF_INET)
-    return a.sin.sin_port == b.sin.sin_port && a.sin.sin_addr.s_addr == b.sin.sin_addr.s_addr;
-  return a.sin6.sin6_port == b.sin6.sin6_port &&
-         memcmp(&a.sin6.sin6_addr, &b.sin6.sin6_addr, sizeof(a.sin6.sin6_addr)) == 0;
-}
-
 bool commIdMode(SockAddr* root) {
   const char* commId = paramString(Param::CommId);
   if (!*commId) return false;
@@ -78,6 +70,7 @@ ncclResult_t makeUniqueId(UniqueIdLayout* id, bool fromCommId) {
       WARN("NCCL_COMM_ID=%s is not a valid ip:port (a port in [1, 65535])", commId);
       return ncclInvalidArgument;
     }
+    id->fromCommId = 1;
     const char* secret = paramString(Param::Secret);
     static std::once_flag warned;  // once per process: every init in this mode reads the same variables
     if (!*secret)
@@ -98,7 +91,7 @@ ncclResult_t makeUniqueId(UniqueIdLayout* id, bool fromCommId) {
 }
 
 bool uniqueIdValid(const UniqueIdLayout& id) {
-  return id.magic == kIdMagic && id.version == 1 &&
+  return id.magic == kIdMagic && id.version == 1 && id.fromCommId <= 1 &&
          (id.root.sa.sa_family == AF_INET || id.root.sa.sa_family == AF_INET6);
 }
 
@@ -134,12 +127,11 @@ ncclResult_t Bootstrap::init(const UniqueIdLayout& id, int rank, int nranks,
   NCCLCHECK(socketListen(netif_.addr, &listenFd_, &listenAddr_));
   gateName_ = "rank " + std::to_string(rank);
   gate_ = std::make_unique<HelloGate>(listenFd_, secret_, gateName_.c_str());
-  SockAddr commRoot;
-  if (rank == 0 && commIdMode(&commRoot) && sameAddress(commRoot, id.root)) {
+  if (rank == 0 && id.fromCommId) {
     // NCCL_COMM_ID: rank 0 hosts the root at the fixed address (an id made
     // otherwise, a split's, has its root running already).
     int rootFd;
-    NCCLCHECK(socketListen(commRoot, &rootFd, nullptr));
+    NCCLCHECK(socketListen(id.root, &rootFd, nullptr));
     NCCLCHECK(startRootThread(rootFd, secret_));
   }
   NCCLCHECK(rendezvous(id));
@@ -172,8 +164,12 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
     return r;
   }
   if (reply.status != ncclSuccess) {
+    reply.message[sizeof(reply.message) - 1] = '\0';  // whoever answered, the text ends in the buffer
     WARN("rank %d: bootstrap root refused: %s", rank_, reply.message);
-    return static_cast<ncclResult_t>(reply.status);
+    // Only an error code: a stranger's reply must not pass for success or another kind of result.
+    const int32_t code = reply.status;
+    return code == ncclInvalidArgument || code == ncclInvalidUsage || code == ncclTimeout
+               ? static_cast<ncclResult_t>(code) : ncclRemoteError;
   }
   peers_.resize(nranks_);
   NCCLCHECK(socketRecv(fd, peers_.data(), peers_.size() * sizeof(SockAddr), deadline()));

@@ -46,6 +46,22 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
            static_cast<long long>(dl.seconds()));
       return ncclTimeout;
     }
+    // What the pending connections sent, before any of them expires: a hello
+    // may have come while nobody was asking (from the last, so that drops keep
+    // the indices of those not yet looked at).
+    for (size_t i = pending_.size(); i-- > 0;) {
+      if (!readHello(i)) continue;
+      const Pending p = pending_[i];
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (!helloValid(p.hello, secret_)) {
+        INFO(kBootstrap, "%s: dropped a connection that did not present the unique id's secret", who_);
+        close(p.fd);
+        continue;
+      }
+      *fd = p.fd;
+      *hello = p.hello;
+      return ncclSuccess;
+    }
     // Strangers silent for too long go; the soonest of them bounds the wait.
     const auto now = std::chrono::steady_clock::now();
     int waitMs = dl.pollMs();
@@ -65,23 +81,7 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
       WARN("%s: poll failed: %s", who_, strerror(errno));
       return ncclSystemError;
     }
-    if (n <= 0) continue;
-    // The pending connections first (from the last, so that drops keep the
-    // indices of those not yet looked at), then new ones.
-    for (size_t i = pending_.size(); i-- > 0;) {
-      if (!polled[i + 1].revents || !readHello(i)) continue;
-      const Pending p = pending_[i];
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-      if (!helloValid(p.hello, secret_)) {
-        INFO(kBootstrap, "%s: dropped a connection that did not present the unique id's secret", who_);
-        close(p.fd);
-        continue;
-      }
-      *fd = p.fd;
-      *hello = p.hello;
-      return ncclSuccess;
-    }
-    if (polled[0].revents) {
+    if (n > 0 && polled[0].revents) {  // a new connection; the pending ones are read at the top
       int s = -1;
       NCCLCHECK(socketTryAccept(listenFd_, &s));
       if (s >= 0) pending_.push_back(Pending{s, 0, Hello{}, std::chrono::steady_clock::now()});

@@ -67,8 +67,9 @@ void rootLoop(int listenFd, std::vector<uint8_t> secret) {
     }
     if (h.nranks != nranks || h.rank < 0 || h.rank >= nranks || members[h.rank].fd >= 0) {
       snprintf(msg, sizeof(msg),
-               h.nranks != nranks ? "rank %d says nranks=%d but rank(s) before it said %d"
-                                  : "rank %d joined twice (nranks=%d, first said %d)",
+               h.nranks != nranks              ? "rank %d says nranks=%d but rank(s) before it said %d"
+               : h.rank < 0 || h.rank >= nranks ? "rank %d is outside [0, nranks=%d) (first said %d)"
+                                                : "rank %d joined twice (nranks=%d, first said %d)",
                h.rank, h.nranks, nranks);
       WARN("bootstrap root: %s", msg);
       reply(m.fd, ncclInvalidUsage, msg);

@@ -20,6 +20,7 @@ struct UniqueIdLayout {
   uint32_t version;
   SockAddr root;  // the root rendezvous listener
   uint8_t secret[kSecretBytes];
+  uint32_t fromCommId;  // 1: made from NCCL_COMM_ID, whose root rank 0 starts (no root runs yet)
 };
 static_assert(sizeof(UniqueIdLayout) <= 128, "must fit in ncclUniqueId");
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/hello_gate.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
@@ -106,6 +107,43 @@ TEST(parse_addr) {
   CHECK(!parseAddr("127.0.0.1:http", &a));
   CHECK(!parseAddr("127.0.0.1:80x", &a));
   CHECK(parseAddr("127.0.0.1:65535", &a));
+}
+
+// A valid hello that came while nobody asked the gate (it returned another
+// connection first) is still handed on after the 5 s a silent stranger gets.
+TEST(hello_gate_keeps_a_waiting_hello) {
+  SockAddr any;
+  CHECK(parseAddr("127.0.0.1:1", &any));
+  any.sin.sin_port = 0;
+  int listenFd = -1;
+  SockAddr bound;
+  CHECK_EQ(socketListen(any, &listenFd, &bound), ncclSuccess);
+  uint8_t secret[kSecretBytes] = {7};
+  Hello h[2] = {};
+  for (int r = 0; r < 2; ++r) {
+    h[r].magic = kHelloMagic;
+    h[r].purpose = Purpose::Data;
+    memcpy(h[r].secret, secret, kSecretBytes);
+    h[r].rank = r;
+  }
+  int clients[2];
+  for (int r = 0; r < 2; ++r) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &clients[r]), ncclSuccess);
+  CHECK_EQ(socketSend(clients[1], &h[1], sizeof(Hello), Deadline(nullptr, 5)), ncclSuccess);  // rank 0 is late
+  {
+    HelloGate gate(listenFd, secret, "test");
+    int fd[2] = {-1, -1};
+    Hello got[2];
+    CHECK_EQ(gate.next(Deadline(nullptr, 5), &fd[0], &got[0]), ncclSuccess);
+    CHECK_EQ(got[0].rank, 1);
+    CHECK_EQ(socketSend(clients[0], &h[0], sizeof(Hello), Deadline(nullptr, 5)), ncclSuccess);
+    sleep(HelloGate::kHelloSeconds + 1);  // its hello waits in the socket meanwhile
+    CHECK_EQ(gate.next(Deadline(nullptr, 3), &fd[1], &got[1]), ncclSuccess);
+    CHECK_EQ(got[1].rank, 0);
+    for (int f : fd)
+      if (f >= 0) close(f);
+  }
+  for (int c : clients) close(c);
+  close(listenFd);
 }
 
 // Silent strangers connected to a unique id's root, and one that holds the
