@@ -661,6 +661,11 @@ class Communicator:
                 if state > 0 or _group.open_groups:
                     self._done(_SEND, state, send, recv)
                 return recv
+        if isinstance(send, np.ndarray) and isinstance(recv, np.ndarray):
+            # The same buffer is nccl-tests' in-place sendrecv (the send may read
+            # what already arrived, as with NCCL); a partial overlap is a mistake.
+            if _addr(send) != _addr(recv) or send.nbytes != recv.nbytes:
+                _check_layout("sendrecv", send, recv, None)
         with _group.group():
             self.send(send, dest)
             out = self.recv(recv, source)

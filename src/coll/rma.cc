@@ -85,8 +85,9 @@ class Rma {
   void receive();
   ncclResult_t startMessage(int peer, const char* slot, Inbound* in);
   void raise(int peer);
-  // Rank `peer` left and still owes this rank messages: a WARN, the
-  // communicator failed. Under sigMu_.
+  // Rank `peer` left and still owes this rank messages: a WARN, and the
+  // wait fails (the communicator does not: waits on others may still end
+  // well). Under sigMu_.
   ncclResult_t owedByLeft(int peer, uint64_t owed, const char* opName);
 
   ncclComm* comm_;
@@ -348,9 +349,6 @@ ncclResult_t Rma::owedByLeft(int peer, uint64_t owed, const char* opName) {
   WARN("%s (%s, rank %d of %d): rank %d (pid %d on %s) left (destroyed its communicator, or its process ended) "
        "still owing this rank %llu one-sided message(s)", opName, comm_->name.c_str(), comm_->rank, comm_->nranks,
        peer, p.pid, p.hostname, static_cast<unsigned long long>(owed));
-  int unknown = -1;
-  comm_->failedRank.compare_exchange_strong(unknown, peer);
-  commSetError(comm_, ncclRemoteError);
   return ncclRemoteError;
 }
 
@@ -393,9 +391,6 @@ struct RegEntry {
   HostDirectExport host;  // host memory: where the other processes map it
 };
 
-// Checks a registration's allgather: every rank at the same registration, and
-// one kind of memory on all ranks and in all of the communicator's windows
-// (`kind` so far).
 // Rank q made another collective window call than this rank (a registration
 // against a deregistration): their exchanges differ in size, so the
 // communicator's bootstrap streams no longer line up, and a rank still waiting
@@ -407,6 +402,9 @@ ncclResult_t windowCallsDiffer(ncclComm* comm) {
   return ncclInvalidUsage;
 }
 
+// Checks a registration's allgather: every rank at the same registration, and
+// one kind of memory on all ranks and in all of the communicator's windows
+// (`kind` so far).
 ncclResult_t checkRegistration(ncclComm* comm, int index, int32_t kind, const std::vector<RegEntry>& all,
                                int32_t* agreed) {
   const char* fn = "ncclCommWindowRegister";

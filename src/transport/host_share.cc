@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -36,17 +37,26 @@ size_t pageSize() {
   return p;
 }
 
-// The host's MemAvailable in bytes (what it can give without swapping), or
-// SIZE_MAX where /proc/meminfo does not say.
-size_t availableBytes() {
-  FILE* f = fopen("/proc/meminfo", "r");
+// The first number a file holds, or SIZE_MAX (no file, or "max").
+size_t numberIn(const char* path, const char* format, size_t scale) {
+  FILE* f = fopen(path, "r");
   if (!f) return SIZE_MAX;
   char line[128];
-  unsigned long long kib = 0;
+  unsigned long long value = 0;
   bool found = false;
-  while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  while (!found && fgets(line, sizeof line, f)) found = sscanf(line, format, &value) == 1;
   fclose(f);
-  return found ? static_cast<size_t>(kib) * 1024 : SIZE_MAX;
+  return found ? static_cast<size_t>(value) * scale : SIZE_MAX;
+}
+
+// What this process may still take without swapping: the host's MemAvailable,
+// and within a cgroup (v2) its limit less what the cgroup already uses.
+size_t availableBytes() {
+  size_t bytes = numberIn("/proc/meminfo", "MemAvailable: %llu kB", 1024);
+  const size_t limit = numberIn("/sys/fs/cgroup/memory.max", "%llu", 1);
+  const size_t used = numberIn("/sys/fs/cgroup/memory.current", "%llu", 1);
+  if (limit != SIZE_MAX && used != SIZE_MAX) bytes = std::min(bytes, limit > used ? limit - used : 0);
+  return bytes;
 }
 
 }  // namespace
@@ -57,7 +67,8 @@ ncclResult_t hostShareAlloc(void** ptr, size_t size) {
   // request beyond what the host has would end in the OOM killer, not an error.
   const size_t available = availableBytes();
   if (size > available) {
-    WARN("ncclMemAlloc: %zu bytes is more than this host's available memory (%zu bytes)", size, available);
+    WARN("ncclMemAlloc: %zu bytes is more than this host's available memory (%zu bytes, within this process's "
+         "cgroup limit if any)", size, available);
     return ncclSystemError;
   }
   const size_t bytes = (size + pageSize() - 1) / pageSize() * pageSize();

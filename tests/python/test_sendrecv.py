@@ -97,6 +97,18 @@ def test_bad_peer_raises_and_leaves_no_group_open(comm1):
     np.testing.assert_array_equal(out, x)
 
 
+def test_partly_overlapping_send_and_recv_are_refused(comm1):
+    # A partial overlap is a mistake: a ValueError, nothing runs. (The very same
+    # buffer is nccl-tests' in-place sendrecv, and runs.)
+    x = np.arange(8, dtype=np.float32)
+    for recv in (x[2:], x[:4]):
+        with pytest.raises(ValueError, match="sendrecv: send and recv overlap"):
+            comm1.sendrecv(x, 0, recv, 0)
+    np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32))
+    assert len(_group.open_groups) == 0
+    np.testing.assert_array_equal(comm1.sendrecv(x, 0, x, 0), np.arange(8, dtype=np.float32))
+
+
 def test_closed_communicator():
     comm = accl.Communicator(1, accl.get_unique_id(), 0)
     comm.destroy()
