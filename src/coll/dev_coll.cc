@@ -181,7 +181,7 @@ ncclResult_t devSetup(ncclComm* comm) {
   // At least one block per send and receive: a group with every rank (alltoall)
   // among more ranks on one GPU than half its channels may need more blocks
   // than the GPU holds at once (two per multiprocessor), and would wait.
-  const int64_t groupBlocks = int64_t(2 * comm->nranks - 1) * d->p2pChannels * busiest;
+  const int64_t groupBlocks = int64_t(2 * (comm->nranks - 1)) * d->p2pChannels * busiest;
   if (groupBlocks > 2 * int64_t(sms))
     WARN("%s rank %d: %d ranks on one GPU: a group of sends and receives with every rank (alltoall) needs %lld "
          "blocks at once, more than the GPU's %d multiprocessors hold; it may wait until ACCL_TIMEOUT",
@@ -526,10 +526,8 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     op.src = static_cast<const char*>(selfSends[i]->sendbuff);
     op.bytes = bytes;
     op.peer = comm->rank;
-    op.nChannels = chans(bytes);
-    auto key = std::make_pair(comm->rank, 2);
-    if (!entryOf.count(key)) entryOf[key] = w.nEntries++;
-    op.entry = entryOf[key];
+    op.entry = -1;  // every block copies a share (p2pKernel)
+    w.selfBytes += bytes;
     NCCLCHECK(add(op));
   }
   for (const CollArgs& a : ops) {
@@ -557,10 +555,16 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   // (rounded down to a power of two, so that direct slices divide evenly),
   // at least the share a send or receive on the slots takes, and no more
   // than the group's largest operation uses (so not always a power of two:
-  // then only the balance between blocks suffers).
+  // then only the balance between blocks suffers). Copies to self get at
+  // least as many blocks as a direct send of their size.
   int most = 1;
-  for (int i = 0; i < w.nOps; ++i) most = std::max(most, w.ops[i].nChannels);
-  w.chansPerEntry = std::min(most, std::max(d.p2pChannels, pow2Floor(d.nChannels / w.nEntries)));
+  for (int i = 0; i < w.nOps; ++i)
+    if (w.ops[i].entry >= 0) most = std::max(most, w.ops[i].nChannels);
+  w.chansPerEntry = 1;
+  if (w.nEntries > 0)
+    w.chansPerEntry = std::min(most, std::max(d.p2pChannels, pow2Floor(d.nChannels / w.nEntries)));
+  // Blocks past the entries' (their entry matches no operation) only copy to self.
+  w.nBlocks = std::max(w.nEntries * w.chansPerEntry, w.selfBytes > 0 ? directChans(w.selfBytes) : 1);
   return ordered(comm, s, opName, [&] { return devLaunchP2p(w, s); });
 }
 

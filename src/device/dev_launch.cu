@@ -34,99 +34,180 @@ __device__ __forceinline__ void copyBytes(const uint8_t* src, uint8_t* dst, size
   for (size_t i = done + threadIdx.x; i < len; i += kThreads) dst[i] = src[i];
 }
 
-// One channel's slice [buf, buf + len) of a direct send or receive
-// (DevP2pDirect): both ends copy half, the receiver the first. All threads.
-__device__ bool p2pDirect(Block& b, Conn& conn, const DevP2pOp& op, char* buf, size_t len) {
-  __shared__ const char* src;
-  __shared__ char* dst;
-  if (op.isSend) {
-    if (!b.waitSend(conn)) return false;
-    volatile DevP2pDirect* d = reinterpret_cast<volatile DevP2pDirect*>(b.slot(conn));
-    if (threadIdx.x == 0) {
-      d->src = buf;
-      d->bytes = len;
-      d->replySeq = 0;
-      d->doneSeq = 0;
-    }
-    b.post(conn, kDevP2pDirectMark);
-    const uint64_t seq = conn.step;
-    if (threadIdx.x == 0 && !*b.fail) {
-      if (b.spin(conn, true, [&] { return d->replySeq == seq; })) {
-        __threadfence();
-        dst = d->dst;
-      } else {
-        *b.fail = 1;
-      }
-    }
-    __syncthreads();
-    if (*b.fail) return false;
-    const size_t mid = len / 2 / 64 * 64;
-    copyBytes(reinterpret_cast<const uint8_t*>(buf) + mid, reinterpret_cast<uint8_t*>(dst) + mid, len - mid);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();  // the block's writes (a fence after a barrier is cumulative) before done
-      d->doneSeq = seq;
-      // The receiver may still read this rank's buffer until it releases.
-      if (!b.spin(conn, true, [&] { return (conn.seen = conn.ch->ctrl->head) >= seq; })) *b.fail = 1;
-    }
-    __syncthreads();
-    return !*b.fail;
-  }
-  if (!b.waitRecv(conn, kDevP2pDirectMark, len)) return false;
-  volatile DevP2pDirect* d = reinterpret_cast<volatile DevP2pDirect*>(b.slot(conn));
-  const uint64_t seq = conn.step + 1;
-  if (threadIdx.x == 0) {
-    src = d->src;
-    if (d->bytes != len) {
-      failKernel(*b.ctx, b.abortA, b.abortB, b.abortN, kDevSizeMismatch, conn.peer, 0, b.ctx->rank, len, d->bytes);
-      *b.fail = 1;
-    } else {
-      d->dst = buf;
-      __threadfence();
-      d->replySeq = seq;
-    }
-  }
-  __syncthreads();
-  if (*b.fail) return false;
-  copyBytes(reinterpret_cast<const uint8_t*>(src), reinterpret_cast<uint8_t*>(buf), len / 2 / 64 * 64);
-  __syncthreads();
-  if (threadIdx.x == 0 && !b.spin(conn, false, [&] { return d->doneSeq == seq; })) *b.fail = 1;
-  __syncthreads();
-  if (*b.fail) return false;
-  b.release(conn);
-  return true;
+// The slot of a connector's step `step` as the direct handshake reads it.
+__device__ volatile DevP2pDirect* directSlot(const DevChan* ch, uint64_t step) {
+  return reinterpret_cast<volatile DevP2pDirect*>(ch->slots + (step % kSlots) * ch->slotBytes);
 }
 
-// Channel c's slice of one send or receive (or self copy). All threads.
+// Where the receiver's part [0, mid) of a direct slice of `len` bytes ends:
+// each end's block copies `extra` bytes besides this operation and runs
+// `rounds` of its slices, so it carries extra + rounds * (its part of a
+// slice); the split makes the two loads equal where it can. Equal loads
+// split in half.
+__device__ size_t directSplit(size_t len, uint64_t roundsS, uint64_t extraS, uint64_t roundsR, uint64_t extraR) {
+  const double L = static_cast<double>(len);
+  double f = (static_cast<double>(extraS) - static_cast<double>(extraR) + static_cast<double>(roundsS) * L) /
+             (static_cast<double>(roundsR + roundsS) * L);
+  f = fmin(1.0, fmax(0.0, f));
+  return minz(len, static_cast<size_t>(f * L) / 64 * 64);
+}
+
+// Every thread copies its block's share of the group's copies to self.
+__device__ void selfCopies(const DevP2pWork& w) {
+  for (int i = 0; i < w.nOps; ++i) {
+    const DevP2pOp& op = w.ops[i];
+    if (op.ch) continue;
+    size_t lo, hi;
+    channelSlice<uint8_t>(op.bytes, gridDim.x, blockIdx.x, &lo, &hi);
+    if (hi > lo)
+      copyBytes(reinterpret_cast<const uint8_t*>(op.src) + lo, reinterpret_cast<uint8_t*>(op.buf) + lo, hi - lo);
+  }
+}
+
+// This block's slices of one direct send or receive (DevP2pDirect), in its
+// three passes; the block's share of the self copies runs between the
+// second and the third when `withSelf` (and counts in the split only then).
+// All threads.
+__device__ void p2pDirectOp(const DevP2pWork& w, const DevP2pOp& op, int first, int* fail, bool withSelf) {
+  __shared__ const char* src;
+  __shared__ char* dst;
+  __shared__ size_t mid;
+  Block b{&w.ctx, op.ch, nullptr, w.nChannelsConn, 0, fail};
+  if (threadIdx.x == 0 && w.ctx.timeoutNs) b.deadline = globalTimer() + w.ctx.timeoutNs;
+  const int step = w.chansPerEntry;
+  const uint64_t rounds = (op.nChannels - first + step - 1) / step;
+  const uint64_t extra = withSelf ? w.selfBytes / gridDim.x : 0;
+  auto slice = [&](int c, size_t* lo, size_t* hi) { channelSlice<uint8_t>(op.bytes, op.nChannels, c, lo, hi); };
+
+  // 1. Offer (sender) or answer (receiver) every slice; the receiver's step
+  // moves only when it releases the slot (3).
+  for (int c = first; c < op.nChannels && !*fail; c += step) {
+    size_t lo, hi;
+    slice(c, &lo, &hi);
+    if (hi == lo) continue;  // both ends slice alike
+    Conn conn = openConn(op.ch + c, op.peer);
+    if (op.isSend) {
+      if (!b.waitSend(conn)) break;
+      volatile DevP2pDirect* d = directSlot(conn.ch, conn.step);
+      if (threadIdx.x == 0) {
+        d->src = op.buf + lo;
+        d->bytes = hi - lo;
+        d->total = op.bytes;
+        d->rounds = rounds;
+        d->extra = extra;
+        d->replySeq = 0;
+        d->doneSeq = 0;
+      }
+      b.post(conn, kDevP2pDirectMark);
+      __syncthreads();
+      if (!*fail) closeConn(conn);
+    } else {
+      if (!b.waitRecv(conn, kDevP2pDirectMark, hi - lo)) break;
+      volatile DevP2pDirect* d = directSlot(conn.ch, conn.step);
+      if (threadIdx.x == 0) {
+        if (d->bytes != hi - lo || d->total != op.bytes) {  // the operation's size too: slices may line up
+          failKernel(*b.ctx, b.abortA, b.abortB, b.abortN, kDevSizeMismatch, conn.peer, 0, b.ctx->rank, op.bytes,
+                     d->total);
+          *fail = 1;
+        } else {
+          d->dst = op.buf + lo;
+          d->mid = directSplit(hi - lo, d->rounds, d->extra, rounds, extra);
+          __threadfence();
+          d->replySeq = conn.step + 1;
+        }
+      }
+    }
+    __syncthreads();  // the next slice's openConn reads the step thread 0 stored
+  }
+
+  // 2. Copy this end's part of every slice.
+  for (int c = first; c < op.nChannels && !*fail; c += step) {
+    size_t lo, hi;
+    slice(c, &lo, &hi);
+    if (hi == lo) continue;
+    DevChan* ch = op.ch + c;
+    Conn conn = openConn(ch, op.peer);
+    if (op.isSend) {
+      const uint64_t seq = conn.step;  // the post's
+      volatile DevP2pDirect* d = directSlot(ch, seq - 1);
+      if (threadIdx.x == 0) {
+        if (b.spin(conn, true, [&] { return d->replySeq == seq; })) {
+          __threadfence();
+          dst = d->dst;
+          mid = d->mid;
+        } else {
+          *fail = 1;
+        }
+      }
+      __syncthreads();
+      if (*fail) break;
+      copyBytes(reinterpret_cast<const uint8_t*>(op.buf + lo) + mid, reinterpret_cast<uint8_t*>(dst) + mid,
+                hi - lo - mid);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence();  // the block's writes (a fence after a barrier is cumulative) before done
+        d->doneSeq = seq;
+      }
+    } else {
+      volatile DevP2pDirect* d = directSlot(ch, conn.step);
+      if (threadIdx.x == 0) {
+        src = d->src;
+        mid = d->mid;
+      }
+      __syncthreads();
+      copyBytes(reinterpret_cast<const uint8_t*>(src), reinterpret_cast<uint8_t*>(op.buf + lo), mid);
+    }
+    __syncthreads();  // src, dst and mid are read again by the next slice
+  }
+  if (withSelf && !*fail) selfCopies(w);
+
+  // 3. The receiver releases each slot once the sender's part is written; the
+  // sender waits until its buffer is no longer read.
+  for (int c = first; c < op.nChannels && !*fail; c += step) {
+    size_t lo, hi;
+    slice(c, &lo, &hi);
+    if (hi == lo) continue;
+    Conn conn = openConn(op.ch + c, op.peer);
+    if (op.isSend) {
+      if (threadIdx.x == 0) {
+        if (b.spin(conn, true, [&] { return (conn.seen = conn.ch->ctrl->head) >= conn.step; })) closeConn(conn);
+        else *fail = 1;
+      }
+    } else {
+      volatile DevP2pDirect* d = directSlot(conn.ch, conn.step);
+      const uint64_t seq = conn.step + 1;
+      if (threadIdx.x == 0 && !b.spin(conn, false, [&] { return d->doneSeq == seq; })) *fail = 1;
+      __syncthreads();
+      if (*fail) break;
+      b.release(conn);
+      __syncthreads();
+      closeConn(conn);
+    }
+    __syncthreads();
+  }
+}
+
+// Channel c's slice of one send or receive through the slots. All threads.
 __device__ void p2pChannel(const DevP2pWork& w, const DevP2pOp& op, int c, int* fail) {
   const Red<uint8_t, DevOp::Sum> r{0, 1};
   size_t lo, hi;
   channelSlice<uint8_t>(op.bytes, op.nChannels, c, &lo, &hi);
-  if (!op.ch) {  // a send to self, matched with its receive
-    copyIn(r, reinterpret_cast<const uint8_t*>(op.src) + lo, reinterpret_cast<uint8_t*>(op.buf) + lo, nullptr,
-           hi - lo);
-    return;
-  }
   DevChan* ch = op.ch + c;
   Block b{&w.ctx, op.ch, nullptr, w.nChannelsConn, 0, fail};
   if (threadIdx.x == 0 && w.ctx.timeoutNs) b.deadline = globalTimer() + w.ctx.timeoutNs;
   Conn conn = openConn(ch, op.peer);
-  if (op.direct) {
-    if (hi > lo) p2pDirect(b, conn, op, op.buf + lo, hi - lo);
-  } else {
-    const size_t chunk = ch->slotBytes;
-    uint8_t* buf = reinterpret_cast<uint8_t*>(op.buf);
-    for (size_t off = lo; off < hi; off += chunk) {
-      size_t len = minz(chunk, hi - off);
-      if (op.isSend) {
-        if (!b.waitSend(conn)) break;
-        copyIn(r, buf + off, reinterpret_cast<uint8_t*>(b.slot(conn)), nullptr, len);
-        b.post(conn, static_cast<uint32_t>(len));
-      } else {
-        if (!b.waitRecv(conn, static_cast<uint32_t>(len))) break;
-        copyIn(r, reinterpret_cast<const uint8_t*>(b.slot(conn)), buf + off, nullptr, len);
-        b.release(conn);
-      }
+  const size_t chunk = ch->slotBytes;
+  uint8_t* buf = reinterpret_cast<uint8_t*>(op.buf);
+  for (size_t off = lo; off < hi; off += chunk) {
+    size_t len = minz(chunk, hi - off);
+    if (op.isSend) {
+      if (!b.waitSend(conn)) break;
+      copyIn(r, buf + off, reinterpret_cast<uint8_t*>(b.slot(conn)), nullptr, len);
+      b.post(conn, static_cast<uint32_t>(len));
+    } else {
+      if (!b.waitRecv(conn, static_cast<uint32_t>(len))) break;
+      copyIn(r, reinterpret_cast<const uint8_t*>(b.slot(conn)), buf + off, nullptr, len);
+      b.release(conn);
     }
   }
   __syncthreads();
@@ -138,16 +219,30 @@ __device__ void p2pChannel(const DevP2pWork& w, const DevP2pOp& op, int c, int* 
 // each of its operations in order, block k channels k, k + chansPerEntry, ...
 // Both ends of a connector take its channels in increasing order, so however
 // many blocks each end runs, the lowest channel not done has both ends on it.
+// Every block also copies its share of the copies to self: inside its entry's
+// last operation when that is direct (while the peer copies its part), else at
+// the end.
 __global__ void __launch_bounds__(kThreads, 2) p2pKernel(DevP2pWork w) {
   __shared__ int fail;
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
   const int entry = blockIdx.x / w.chansPerEntry, first = blockIdx.x % w.chansPerEntry;
+  int last = -1;
+  for (int i = 0; i < w.nOps; ++i)
+    if (w.ops[i].entry == entry) last = i;
+  bool selfDone = w.selfBytes == 0;
   for (int i = 0; i < w.nOps && !fail; ++i) {
     const DevP2pOp& op = w.ops[i];
     if (op.entry != entry) continue;
-    for (int c = first; c < op.nChannels && !fail; c += w.chansPerEntry) p2pChannel(w, op, c, &fail);
+    if (op.direct) {
+      const bool withSelf = i == last && !selfDone;
+      p2pDirectOp(w, op, first, &fail, withSelf);
+      selfDone = selfDone || withSelf;
+    } else {
+      for (int c = first; c < op.nChannels && !fail; c += w.chansPerEntry) p2pChannel(w, op, c, &fail);
+    }
   }
+  if (!selfDone && !fail) selfCopies(w);
 }
 
 // Waits for the proxy of a staged operation (and hands it over, given `go`).
@@ -213,7 +308,7 @@ cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream)
 }
 
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream) {
-  p2pKernel<<<w.nEntries * w.chansPerEntry, kThreads, 0, stream>>>(w);
+  p2pKernel<<<w.nBlocks, kThreads, 0, stream>>>(w);
   return cudaGetLastError();
 }
 

@@ -13,7 +13,7 @@ constexpr int kDevThreads = 512;  // threads per block (one block per channel)
 
 // One collective: `blocks` blocks (w.nChannels for ring work; any number for DevColl::Local).
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream);
-// A group's point-to-point operations: w.nEntries * w.chansPerEntry blocks.
+// A group's point-to-point operations: w.nBlocks blocks.
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
 // A staged operation's wait (coll/dev_staged.cc): one thread writes `seq` to
 // the host-mapped `go` word the proxy polls (when given: where the stream

@@ -185,7 +185,8 @@ ACCL_HOST_DEVICE inline bool directSharesRecv(DevColl c, int k, int root) {
 // Point-to-point: a group's sends and receives of one communicator. Operations
 // with the same peer and direction form an entry and run in order; the
 // entry's chansPerEntry blocks move their slices (channels) of each operation,
-// block k channels k, k + chansPerEntry, ...
+// block k channels k, k + chansPerEntry, ... Copies to self belong to no entry
+// (entry -1): every block of the launch copies its share of them.
 constexpr int kDevMaxP2pOps = 48;
 struct DevP2pOp {
   char* buf;          // send: source; recv: destination
@@ -200,27 +201,45 @@ struct DevP2pOp {
   int32_t pad;
 };
 // A direct send (ranks of one process on one GPU, larger than the channel's
-// slots hold): the slot carries addresses, not bytes. The sender posts its
-// slice's address (tail moves, its size word kDevP2pDirectMark); the receiver
-// answers with its own (replySeq), and each copies half of the slice from the
-// sender's buffer into the receiver's; the sender says when its half is
-// written (doneSeq), and the receiver releases the slot (head) when both
-// halves are: then the sender's buffer is no longer read. Sequence numbers
-// are the tail value of the post, so a stale slot never matches.
+// slots hold): the slot carries addresses, not bytes. A block runs each of
+// its slices of a direct operation in three passes, so that the peer's
+// blocks never wait for this block's copying to reach their slice:
+//   1. the sender posts every slice's address (tail moves, its size word
+//      kDevP2pDirectMark) with its block's load; the receiver answers each
+//      with its own address and where the slice splits (replySeq);
+//   2. each end copies its part of every slice from the sender's buffer into
+//      the receiver's (the receiver the first `mid` bytes), and the sender
+//      says when its part is written (doneSeq);
+//   3. the receiver releases each slot (head) once the sender's part is
+//      written; the sender's kernel waits for that, since its buffer is read
+//      until then.
+// The split evens out the two blocks' loads: a gather's root, whose few
+// blocks per peer each run several slices of its receive besides their share
+// of the self copy, leaves its senders the copying (docs/design.md, "Direct
+// sends"). The receiver checks the slice's size and the operation's.
+// Sequence numbers are the tail value of the post, so a stale slot never
+// matches.
 constexpr uint32_t kDevP2pDirectMark = 0xffffffffu;
 struct DevP2pDirect {
-  const char* src;
+  const char* src;  // sender
   uint64_t bytes;
-  char pad0[112];
+  uint64_t total;   // the operation's bytes
+  uint64_t rounds;  // the sender's block: slices of this operation it runs
+  uint64_t extra;   // the sender's block: bytes it copies meanwhile besides them (its share of self copies)
+  char pad0[88];
   char* dst;  // receiver
+  uint64_t mid;
   uint64_t replySeq;
-  char pad1[112];
+  char pad1[104];
   uint64_t doneSeq;  // sender
 };
 struct DevP2pWork {
   DevCtx ctx;
   int32_t nOps, nEntries, chansPerEntry;
   int32_t nChannelsConn;  // channels of every connector (for abort)
+  int32_t nBlocks;        // nEntries * chansPerEntry, or the self copies' blocks when there are no entries
+  int32_t pad;
+  uint64_t selfBytes;     // of every self copy together (a block copies about selfBytes / nBlocks)
   DevP2pOp ops[kDevMaxP2pOps];
 };
 

@@ -236,16 +236,19 @@ def test_alltoall_in_place(count):
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
 
-@pytest.mark.parametrize("sent,expected", [(40 << 20, 36 << 20), (40 << 20, 1 << 20), (1 << 20, 40 << 20)],
-                         ids=["both-direct", "direct-to-slots", "slots-to-direct"])
+@pytest.mark.parametrize("sent,expected", [(40 << 20, 36 << 20), (48 << 20, 24 << 20), (40 << 20, 1 << 20),
+                                           (1 << 20, 40 << 20)],
+                         ids=["both-direct", "slices-line-up", "direct-to-slots", "slots-to-direct"])
 def test_large_send_with_another_size_fails_cleanly(sent, expected):
     # A send and its receive of different sizes, copied directly on either end
     # or both: the receive fails with ncclInvalidUsage naming the sender, the
-    # send stops too (no hang), and the GPU stays usable.
+    # send stops too (no hang), and the GPU stays usable. "slices-line-up":
+    # 64 slices of 768 KiB against 32 of the same size, which only the
+    # operation's size (posted with each slice) tells apart.
     comms = init_all(2)
     s = streams(2)
-    buf = cp.ones(40 << 20, cp.uint8)
-    out = cp.zeros(40 << 20, cp.uint8)
+    buf = cp.ones(48 << 20, cp.uint8)
+    out = cp.zeros(48 << 20, cp.uint8)
     with Group():
         check(lib.ncclSend(ptr(buf), sent, 1, 1, comms[0], ctypes.c_void_p(s[0].ptr)), "ncclSend")
         check(lib.ncclRecv(ptr(out), expected, 1, 0, comms[1], ctypes.c_void_p(s[1].ptr)), "ncclRecv")

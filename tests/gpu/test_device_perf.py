@@ -148,8 +148,8 @@ def test_eight_threads(drivers):
 
 @pytest.mark.timeout(300)
 def test_init_warns_where_alltoall_cannot_fit(drivers):
-    # 8 ranks on one GPU fit a group with every rank (15 blocks each); 16 on an
-    # H200 (8 channels each) would need 31 blocks per rank, 496 at once where
+    # 8 ranks on one GPU fit a group with every rank (14 blocks each); 16 on an
+    # H200 (8 channels each) would need 30 blocks per rank, 480 at once where
     # 264 fit: init says so. Their allreduce (direct) still runs.
     env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", ACCL_TIMEOUT="60", LD_LIBRARY_PATH=accl.lib_dir(),
                NCCL_DEBUG="WARN")
