@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,7 @@ namespace {
 
 struct LogState {
   std::mutex mu;
-  bool initialized = false;
+  std::atomic<bool> initialized{false};
   LogLevel level = LogLevel::Warn;
   // WARN lines print by default; the VERSION line only when NCCL_DEBUG asks
   // for it (as NCCL, which prints nothing unless NCCL_DEBUG is set).
@@ -64,22 +65,44 @@ std::string expandDebugFile(const char* pattern, const char* host) {
   return out;
 }
 
-void initLocked(LogState& s) {
-  if (s.initialized) return;
-  s.level = parseLogLevel(paramString(Param::Debug), LogLevel::Warn);
-  s.versionOn = parseLogLevel(paramString(Param::Debug), LogLevel::None) >= LogLevel::Version;
+// What NCCL_DEBUG* ask for, read before the log's lock is taken: that lock is
+// held across fork() and so takes no other (core/fork_safe.h), and the
+// parameters have a lock of their own.
+struct LogSettings {
+  LogLevel level = LogLevel::Warn;
+  bool versionOn = false;
+  uint64_t subsys = kInit | kBootstrap | kEnv;
+  std::string file;
+};
+
+LogSettings readSettings() {
+  LogSettings st;
+  st.level = parseLogLevel(paramString(Param::Debug), LogLevel::Warn);
+  st.versionOn = parseLogLevel(paramString(Param::Debug), LogLevel::None) >= LogLevel::Version;
   const char* sub = paramString(Param::DebugSubsys);
-  if (sub && *sub) s.subsys = parseSubsysMask(sub);
+  if (sub && *sub) st.subsys = parseSubsysMask(sub);
+  st.file = paramString(Param::DebugFile);
+  return st;
+}
+
+// Takes the log's lock; a thread that finds the log set up takes nothing.
+void ensureInit(LogState& s) {
+  if (s.initialized.load(std::memory_order_acquire)) return;
+  const LogSettings st = readSettings();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (s.initialized.load(std::memory_order_relaxed)) return;
+  s.level = st.level;
+  s.versionOn = st.versionOn;
+  s.subsys = st.subsys;
   if (gethostname(s.host, sizeof(s.host) - 1) != 0) strcpy(s.host, "unknown");
   if (char* dot = strchr(s.host, '.')) *dot = '\0';
   if (s.out != stderr) fclose(s.out);
   s.out = stderr;
-  const char* file = paramString(Param::DebugFile);
-  if (file && *file) {
-    std::string path = expandDebugFile(file, s.host);
+  if (!st.file.empty()) {
+    std::string path = expandDebugFile(st.file.c_str(), s.host);
     if (FILE* f = fopen(path.c_str(), "w")) { setvbuf(f, nullptr, _IOLBF, 0); s.out = f; }
   }
-  s.initialized = true;
+  s.initialized.store(true, std::memory_order_release);
 }
 
 }  // namespace
@@ -114,7 +137,7 @@ LogLevel parseLogLevel(const char* spec, LogLevel dflt) {
 
 bool logEnabled(LogLevel level, uint64_t subsys) {
   LogState& s = state();
-  if (!s.initialized) { std::lock_guard<std::mutex> g(s.mu); initLocked(s); }
+  ensureInit(s);
   if (level == LogLevel::Version) return s.versionOn;
   return static_cast<int>(level) <= static_cast<int>(s.level) && (level == LogLevel::Warn || (subsys & s.subsys));
 }
@@ -127,8 +150,8 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   if (level == LogLevel::Warn) threadLastWarn() = msg;
+  ensureInit(s);
   std::lock_guard<std::mutex> g(s.mu);
-  initLocked(s);
   if (level == LogLevel::Warn) s.lastWarn = msg;
   if (level == LogLevel::Version) {
     if (!s.versionOn) return;
@@ -151,7 +174,7 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
 void resetLogInit() {
   LogState& s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  s.initialized = false;
+  s.initialized.store(false, std::memory_order_release);
 }
 
 const char* threadLastWarning() { return threadLastWarn().c_str(); }

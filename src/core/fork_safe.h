@@ -14,6 +14,11 @@ namespace accl {
 // another thread forks runs in only one half of that fork (glibc's prepare loop
 // skips a handler added while it runs; the parent and child loops do not), so
 // a lazily registered one unlocked a lock it never took, held by another thread.
+//
+// Such a lock must be a leaf: code that holds it takes no other lock of the
+// library's. fork() takes these locks in the reverse of the order they
+// registered in, which is the link order, not one we chose, so a thread that
+// holds one while it waits for another could deadlock against fork().
 template <std::mutex& (*Lock)()>
 struct HeldAcrossFork {
   HeldAcrossFork() { pthread_atfork(take, give, give); }

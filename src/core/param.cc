@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/debug.h"
+#include "core/fork_safe.h"
 
 namespace accl {
 namespace {
@@ -40,6 +41,8 @@ Cache& cache() {
   static Cache* c = new Cache();
   return *c;
 }
+std::mutex& cacheLock() { return cache().mu; }
+const HeldAcrossFork<cacheLock> cacheFreeAtFork;  // a child reads parameters in its first call
 
 std::string readFile(const std::string& path) {
   std::ifstream f(path);

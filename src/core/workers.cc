@@ -49,15 +49,16 @@ class Pool {
 
 // Never destroyed (threads may outlive static destructors). A forked child has
 // none of the parent's threads, and its copy of the pool may be locked: it
-// starts a new one.
+// starts a new one. The handler registers while the library loads (see
+// core/fork_safe.h for why never later).
 std::atomic<Pool*> pool{nullptr};
+const int poolRenewedAtFork = pthread_atfork(nullptr, nullptr, [] {
+  if (pool.load()) pool.store(new Pool());
+});
 
 Pool& thePool() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    pool.store(new Pool());
-    pthread_atfork(nullptr, nullptr, [] { pool.store(new Pool()); });
-  });
+  std::call_once(once, [] { pool.store(new Pool()); });
   return *pool.load();
 }
 

@@ -7,7 +7,8 @@
  * not have: that call would wait forever. The first forks race the thread's
  * first call, which sets the library up (a fork handler registered then ran
  * in only one half of a fork, and 58 of 100 runs of 20 forks hung).
- * `fork_while_checking [FORKS]`; prints "OK: N forks" or the fork that hung. */
+ * `fork_while_checking [FORKS]`; prints "OK: N forks" or the fork that hung,
+ * with the stacks of the child and of this process where gdb is installed. */
 #define _GNU_SOURCE
 #include <nccl.h>
 #include <pthread.h>
@@ -20,6 +21,20 @@
 #include <unistd.h>
 
 static volatile int stop;
+
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Every thread's stack in process `pid`, on stdout, if gdb is here. */
+static void printStacks(pid_t pid) {
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "command -v gdb >/dev/null && gdb -p %d -batch -ex 'thread apply all bt' 2>&1", (int)pid);
+  fflush(stdout);
+  if (system(cmd) != 0) printf("(no stacks: gdb is not installed or could not attach)\n");
+}
 
 /* Step i of the checking thread, and what child i does: check a bad
  * communicator; every 4th, allocate and free shareable memory; every `init`th,
@@ -55,11 +70,16 @@ int main(int argc, char** argv) {
     if (p == 0) _exit(work((uintptr_t)i, 8) ? 0 : 3);
     int status = 0;
     const struct timespec tick = {0, 1000 * 1000};
-    for (int ms = 0; waitpid(p, &status, WNOHANG) == 0; ++ms) {
-      if (ms == 3000) { /* a child's calls take milliseconds */
+    /* A child's calls take milliseconds; a lock it inherited held never frees.
+     * 20 s tells the two apart even on a machine that stalls for seconds. */
+    const double start = seconds();
+    while (waitpid(p, &status, WNOHANG) == 0) {
+      if (seconds() - start > 20) {
+        printf("FAILED: the child of fork %d hung in its first call (20 s); its stacks, then ours:\n", i);
+        printStacks(p);
+        printStacks(getpid());
         kill(p, SIGKILL);
         waitpid(p, &status, 0);
-        printf("FAILED: the child of fork %d hung in its first call\n", i);
         stop = 1;
         pthread_join(t, NULL);
         return 1;
