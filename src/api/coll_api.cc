@@ -1,7 +1,8 @@
 // Collective and point-to-point entry points: check every argument, build the
 // CollArgs, then run now (host mode completes before returning) or queue inside
 // a group. All-to-all, gather and scatter are sends and receives (or inline:
-// coll/send_recv_colls.cc).
+// coll/send_recv_colls.cc). Each call pins its communicator first
+// (CommUse::ifLive), so that it stays allocated from the checks to the end.
 #include "api/api.h"
 #include "api/init_common.h"
 
@@ -85,7 +86,6 @@ ncclResult_t submitAll(const CollArgs* ops, size_t n) {
     return ncclSuccess;
   }
   if (n == 1 && !accl::isP2p(ops[0].kind)) {
-    accl::CommUse use(ops[0].comm);
     ncclResult_t r = accl::runCollective(ops[0]);
     ++ops[0].comm->opCount;
     return r;
@@ -102,7 +102,7 @@ ncclResult_t submitAll(const CollArgs* ops, size_t n) {
 }
 
 // How many count-sized blocks the largest buffer of a call on `comm` holds, for checkArgs.
-size_t spanOf(ncclComm* comm) { return comm && accl::commValid(comm) ? comm->nranks : 1; }
+size_t spanOf(ncclComm* comm, const accl::CommUse& use) { return use ? comm->nranks : 1; }
 
 ncclResult_t submit(CollArgs a, unsigned needs, size_t span = 1) {
   NCCLCHECK(checkArgs(a, needs, span));
@@ -131,6 +131,7 @@ CollArgs make(CollKind kind, const char* name, const void* send, void* recv, siz
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   return submit(make(CollKind::AllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm, stream),
                 kOp | kSend | kRecv);
   ACCL_API_GUARD_END("ncclAllReduce")
@@ -140,9 +141,10 @@ NCCL_API_ALIAS(ncclAllReduce)
 extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   CollArgs a = make(CollKind::Broadcast, "ncclBroadcast", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
   // Only the root reads sendbuff.
-  unsigned needs = kRoot | kRecv | (comm && accl::commValid(comm) && comm->rank == root ? kSend : kNone);
+  unsigned needs = kRoot | kRecv | (use && comm->rank == root ? kSend : kNone);
   return submit(a, needs);
   ACCL_API_GUARD_END("ncclBroadcast")
 }
@@ -151,6 +153,7 @@ NCCL_API_ALIAS(ncclBroadcast)
 extern "C" ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   return submit(make(CollKind::Broadcast, "ncclBcast", buff, buff, count, datatype, ncclSum, root, comm, stream),
                 kRoot | kSend | kRecv);
   ACCL_API_GUARD_END("ncclBcast")
@@ -160,8 +163,9 @@ NCCL_API_ALIAS(ncclBcast)
 extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   CollArgs a = make(CollKind::Reduce, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  unsigned needs = kOp | kRoot | kSend | (comm && accl::commValid(comm) && comm->rank == root ? kRecv : kNone);
+  unsigned needs = kOp | kRoot | kSend | (use && comm->rank == root ? kRecv : kNone);
   return submit(a, needs);
   ACCL_API_GUARD_END("ncclReduce")
 }
@@ -170,8 +174,9 @@ NCCL_API_ALIAS(ncclReduce)
 extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   CollArgs a = make(CollKind::AllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
-  return submit(a, kSend | kRecv, spanOf(comm));
+  return submit(a, kSend | kRecv, spanOf(comm, use));
   ACCL_API_GUARD_END("ncclAllGather")
 }
 NCCL_API_ALIAS(ncclAllGather)
@@ -179,9 +184,10 @@ NCCL_API_ALIAS(ncclAllGather)
 extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   CollArgs a = make(CollKind::ReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, 0,
                     comm, stream);
-  return submit(a, kOp | kSend | kRecv, spanOf(comm));
+  return submit(a, kOp | kSend | kRecv, spanOf(comm, use));
   ACCL_API_GUARD_END("ncclReduceScatter")
 }
 NCCL_API_ALIAS(ncclReduceScatter)
@@ -189,6 +195,7 @@ NCCL_API_ALIAS(ncclReduceScatter)
 extern "C" ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                  ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   return submit(make(CollKind::Send, "ncclSend", sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream),
                 kPeer | kSend);
   ACCL_API_GUARD_END("ncclSend")
@@ -198,6 +205,7 @@ NCCL_API_ALIAS(ncclSend)
 extern "C" ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                  cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   return submit(make(CollKind::Recv, "ncclRecv", nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream),
                 kPeer | kRecv);
   ACCL_API_GUARD_END("ncclRecv")
@@ -225,9 +233,10 @@ ncclResult_t submitSendRecvColl(CollArgs a, unsigned needs, size_t span) {
 extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   return submitSendRecvColl(
       make(CollKind::AllToAll, "ncclAlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream),
-      kSend | kRecv, spanOf(comm));
+      kSend | kRecv, spanOf(comm, use));
   ACCL_API_GUARD_END("ncclAlltoAll")
 }
 NCCL_API_ALIAS(ncclAlltoAll)
@@ -235,10 +244,11 @@ NCCL_API_ALIAS(ncclAlltoAll)
 extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                    int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  const bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
+  const auto use = accl::CommUse::ifLive(comm);
+  const bool isRoot = use && comm->rank == root;
   return submitSendRecvColl(
       make(CollKind::Gather, "ncclGather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
-      kRoot | kSend | (isRoot ? kRecv : kNone), spanOf(comm));
+      kRoot | kSend | (isRoot ? kRecv : kNone), spanOf(comm, use));
   ACCL_API_GUARD_END("ncclGather")
 }
 NCCL_API_ALIAS(ncclGather)
@@ -246,10 +256,11 @@ NCCL_API_ALIAS(ncclGather)
 extern "C" ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
-  const bool isRoot = comm && accl::commValid(comm) && comm->rank == root;
+  const auto use = accl::CommUse::ifLive(comm);
+  const bool isRoot = use && comm->rank == root;
   return submitSendRecvColl(
       make(CollKind::Scatter, "ncclScatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
-      kRoot | kRecv | (isRoot ? kSend : kNone), spanOf(comm));
+      kRoot | kRecv | (isRoot ? kSend : kNone), spanOf(comm, use));
   ACCL_API_GUARD_END("ncclScatter")
 }
 NCCL_API_ALIAS(ncclScatter)
@@ -257,7 +268,8 @@ NCCL_API_ALIAS(ncclScatter)
 extern "C" ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                                  ncclScalarResidence_t residence, ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
-  if (!comm || !accl::commValid(comm)) {
+  const auto use = accl::CommUse::ifLive(comm);
+  if (!use) {
     WARN("ncclRedOpCreatePreMulSum: comm %p is not a live communicator", static_cast<void*>(comm));
     return ncclInvalidArgument;
   }
@@ -268,7 +280,8 @@ NCCL_API_ALIAS(ncclRedOpCreatePreMulSum)
 
 extern "C" ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
-  if (!comm || !accl::commValid(comm)) {
+  const auto use = accl::CommUse::ifLive(comm);
+  if (!use) {
     WARN("ncclRedOpDestroy: comm %p is not a live communicator", static_cast<void*>(comm));
     return ncclInvalidArgument;
   }

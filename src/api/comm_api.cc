@@ -26,8 +26,8 @@ ncclResult_t startChild(ncclComm* parent, ncclConfig_t* config,
   return acclStartInit(
       child,
       [parent, make, child] {
-        accl::CommUse use(parent);
-        return make(child);
+        const auto use = accl::CommUse::ifLive(parent);
+        return use ? make(child) : accl::commGone(parent, "the parent of a split or shrink");
       },
       newcomm, parent);
 }
@@ -47,6 +47,7 @@ ncclResult_t checkParentReady(const ncclComm* comm, const char* fn) {
 extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                       ncclConfig_t* config) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   // Inside a group, a call that fails here fails the group (core/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     NCCLCHECK(acclCheckComm(comm, "ncclCommSplit"));
@@ -66,8 +67,8 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
     }
     if (color == NCCL_SPLIT_NOCOLOR) {  // takes part in the exchange, gets no communicator
       auto job = [comm, key] {
-        accl::CommUse use(comm);
-        return accl::commSplit(comm, NCCL_SPLIT_NOCOLOR, key, nullptr);
+        const auto use = accl::CommUse::ifLive(comm);
+        return use ? accl::commSplit(comm, NCCL_SPLIT_NOCOLOR, key, nullptr) : accl::commGone(comm, "ncclCommSplit");
       };
       if (accl::groupActive()) {
         accl::groupEnqueueInit(job, {}, comm);
@@ -86,6 +87,7 @@ NCCL_API_ALIAS(ncclCommSplit)
 extern "C" ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   // Inside a group, a call that fails here fails the group (core/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     NCCLCHECK(acclCheckComm(comm, "ncclCommShrink"));
@@ -137,6 +139,7 @@ NCCL_API_ALIAS(ncclCommShrink)
 extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                                      ncclComm_t* newcomm, ncclConfig_t* config) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclCommGrow";
   if (!newcomm) {
     WARN("%s: newcomm is NULL", fn);
@@ -207,6 +210,7 @@ NCCL_API_ALIAS(ncclCommGrow)
 
 extern "C" ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   NCCLCHECK(acclCheckComm(comm, "ncclCommRevoke"));
   if (revokeFlags != 0) {
     WARN("ncclCommRevoke: revokeFlags %d is not 0", revokeFlags);
@@ -271,6 +275,7 @@ NCCL_API_ALIAS(ncclCommInitRankScalable)
 
 extern "C" ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   NCCLCHECK(acclCheckComm(comm, "ncclCommGetUniqueId"));
   return pncclGetUniqueId(uniqueId);
   ACCL_API_GUARD_END("ncclCommGetUniqueId")
@@ -279,6 +284,7 @@ NCCL_API_ALIAS(ncclCommGetUniqueId)
 
 extern "C" ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   NCCLCHECK(acclCheckComm(comm, "ncclCommRegister"));
   if (!handle || (!buff && size > 0)) {
     WARN("ncclCommRegister: %s is NULL", handle ? "buff" : "handle");
@@ -299,6 +305,7 @@ NCCL_API_ALIAS(ncclCommRegister)
 
 extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   NCCLCHECK(acclCheckComm(comm, "ncclCommDeregister"));
   auto* reg = static_cast<accl::Registration*>(handle);
   if (!comm->registrations.erase(reg)) {

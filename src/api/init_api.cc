@@ -266,11 +266,11 @@ NCCL_API_ALIAS(ncclCommInitAll)
 
 extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   NCCLCHECK(acclCheckComm(comm, "ncclCommFinalize"));
   if (comm->initThread.joinable()) comm->initThread.join();
   // Host-mode calls complete before they return; what may still be in flight is
   // data a socket proxy has not put on the wire yet.
-  accl::CommUse use(comm);
   ncclResult_t r = accl::devWait(comm);  // device mode: the last kernel has finished
   if (r == ncclSuccess) r = accl::commDrain(comm);
   if (r != ncclSuccess) {
@@ -339,6 +339,7 @@ NCCL_API_ALIAS(ncclCommAbort)
 
 extern "C" ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   NCCLCHECK(acclCheckComm(comm, "ncclCommGetAsyncError"));
   if (!asyncError) {
     WARN("ncclCommGetAsyncError: asyncError is NULL");
@@ -366,21 +367,24 @@ ncclResult_t queryInt(const ncclComm* comm, int* out, const char* fn, const char
 
 extern "C" ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
   ACCL_API_GUARD_BEGIN
-  return queryInt(comm, count, "ncclCommCount", "count", commValid(comm) ? comm->nranks : 0);
+  const auto use = accl::CommUse::ifLive(comm);
+  return queryInt(comm, count, "ncclCommCount", "count", use ? comm->nranks : 0);
   ACCL_API_GUARD_END("ncclCommCount")
 }
 NCCL_API_ALIAS(ncclCommCount)
 
 extern "C" ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
   ACCL_API_GUARD_BEGIN
-  return queryInt(comm, device, "ncclCommCuDevice", "device", commValid(comm) ? comm->cudaDev : -1);
+  const auto use = accl::CommUse::ifLive(comm);
+  return queryInt(comm, device, "ncclCommCuDevice", "device", use ? comm->cudaDev : -1);
   ACCL_API_GUARD_END("ncclCommCuDevice")
 }
 NCCL_API_ALIAS(ncclCommCuDevice)
 
 extern "C" ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   ACCL_API_GUARD_BEGIN
-  return queryInt(comm, rank, "ncclCommUserRank", "rank", commValid(comm) ? comm->rank : -1);
+  const auto use = accl::CommUse::ifLive(comm);
+  return queryInt(comm, rank, "ncclCommUserRank", "rank", use ? comm->rank : -1);
   ACCL_API_GUARD_END("ncclCommUserRank")
 }
 NCCL_API_ALIAS(ncclCommUserRank)

@@ -32,8 +32,8 @@ ncclResult_t checkUsable(ncclComm* comm, const char* fn) {
 }
 
 ncclResult_t checkWindow(ncclComm* comm, const ncclWindow_vidmem* win, const char* fn) {
-  if (!win || win->magic != accl::kWindowMagic || win->comm != comm) {
-    WARN("%s: %p is not a window of this communicator (ncclCommWindowRegister makes them)", fn,
+  if (!win || !accl::rmaWindowLive(win) || win->comm != comm) {
+    WARN("%s: %p is not a live window of this communicator (ncclCommWindowRegister makes them)", fn,
          static_cast<const void*>(win));
     return ncclInvalidArgument;
   }
@@ -74,6 +74,7 @@ ncclResult_t nowOrAtGroupEnd(ncclComm* comm, std::function<ncclResult_t()> job) 
 extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                                int winFlags) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   // Inside a group, a call that fails here fails the group (core/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     const char* fn = "ncclCommWindowRegister";
@@ -93,8 +94,8 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
       return ncclInvalidArgument;
     }
     return nowOrAtGroupEnd(comm, [comm, buff, size, winFlags, win] {  // in a group, *win is set by ncclGroupEnd
-      accl::CommUse use(comm);
-      return accl::rmaRegister(comm, buff, size, winFlags, win);
+      const auto use = accl::CommUse::ifLive(comm);
+      return use ? accl::rmaRegister(comm, buff, size, winFlags, win) : accl::commGone(comm, "ncclCommWindowRegister");
     });
   }());
   ACCL_API_GUARD_END("ncclCommWindowRegister")
@@ -103,13 +104,15 @@ NCCL_API_ALIAS(ncclCommWindowRegister)
 
 extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   // Inside a group, a call that fails here fails the group (core/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     const char* fn = "ncclCommWindowDeregister";
     NCCLCHECK(acclCheckUsable(comm, fn));
     NCCLCHECK(checkWindow(comm, win, fn));
     return nowOrAtGroupEnd(comm, [comm, win, fn] {
-      accl::CommUse use(comm);
+      const auto use = accl::CommUse::ifLive(comm);
+      if (!use) return accl::commGone(comm, fn);
       if (!accl::rmaHasWindow(comm, win)) {  // queued twice in one group: the first dropped it
         WARN("%s: window %p was already deregistered", fn, static_cast<void*>(win));
         return ncclInvalidUsage;
@@ -123,6 +126,7 @@ NCCL_API_ALIAS(ncclCommWindowDeregister)
 
 extern "C" ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclWinGetUserPtr";
   NCCLCHECK(acclCheckComm(comm, fn));
   NCCLCHECK(checkWindow(comm, win, fn));
@@ -143,8 +147,9 @@ NCCL_API_ALIAS(ncclWinGetUserPtr)
 extern "C" ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t win, size_t offset, int peer, void** outPtr) {
   ACCL_API_GUARD_BEGIN
   const char* fn = "ncclGetPeerDevicePointer";
-  if (!win || win->magic != accl::kWindowMagic) {
-    WARN("%s: %p is not a window (ncclCommWindowRegister makes them)", fn, static_cast<const void*>(win));
+  if (!win || !accl::rmaWindowLive(win)) {
+    WARN("%s: %p is not a live window (ncclCommWindowRegister makes them; deregistering frees them)", fn,
+         static_cast<const void*>(win));
     return ncclInvalidArgument;
   }
   if (!outPtr) {
@@ -171,6 +176,7 @@ extern "C" ncclResult_t pncclPutSignal(const void* localbuff, size_t count, nccl
                                       ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
                                       unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclPutSignal";
   NCCLCHECK(checkUsable(comm, fn));
   NCCLCHECK(checkSignal(comm, peer, sigIdx, ctx, flags, fn));
@@ -195,7 +201,6 @@ extern "C" ncclResult_t pncclPutSignal(const void* localbuff, size_t count, nccl
          "host memory, or register device windows)", fn, comm->name.c_str(), comm->rank);
     return ncclInvalidUsage;
   }
-  accl::CommUse use(comm);
   return accl::rmaPut(comm, peer, peerWin, peerWinOffset, localbuff, count * esize, stream, fn);
   ACCL_API_GUARD_END("ncclPutSignal")
 }
@@ -204,11 +209,11 @@ NCCL_API_ALIAS(ncclPutSignal)
 extern "C" ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                                    cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclSignal";
   NCCLCHECK(checkUsable(comm, fn));
   NCCLCHECK(checkSignal(comm, peer, sigIdx, ctx, flags, fn));
   NCCLCHECK(checkHasWindows(comm, fn));
-  accl::CommUse use(comm);
   return accl::rmaPut(comm, peer, nullptr, 0, nullptr, 0, stream, fn);
   ACCL_API_GUARD_END("ncclSignal")
 }
@@ -217,6 +222,7 @@ NCCL_API_ALIAS(ncclSignal)
 extern "C" ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
                                        cudaStream_t stream) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclWaitSignal";
   NCCLCHECK(checkUsable(comm, fn));
   if (nDesc < 0 || (nDesc > 0 && !signalDescs)) {
@@ -232,7 +238,6 @@ extern "C" ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalD
     }
   }
   if (nDesc > 0) NCCLCHECK(checkHasWindows(comm, fn));
-  accl::CommUse use(comm);
   return nDesc > 0 ? accl::rmaWait(comm, signalDescs, nDesc, stream) : ncclSuccess;
   ACCL_API_GUARD_END("ncclWaitSignal")
 }

@@ -15,13 +15,13 @@
 
 extern "C" ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclCommSuspend";
   NCCLCHECK(acclCheckUsable(comm, fn));
   if (flags & ~NCCL_SUSPEND_MEM) {
     WARN("%s: unknown flags 0x%x (0 or NCCL_SUSPEND_MEM)", fn, flags);
     return ncclInvalidArgument;
   }
-  accl::CommUse use(comm);
   NCCLCHECK(accl::devWait(comm));  // nothing of this communicator is in flight once suspended
   comm->suspended.store(true);
   INFO(accl::kInit, "%s rank %d: suspended (ACCL keeps its %llu bytes of device memory)", comm->name.c_str(),
@@ -33,6 +33,7 @@ NCCL_API_ALIAS(ncclCommSuspend)
 
 extern "C" ncclResult_t pncclCommResume(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclCommResume";
   NCCLCHECK(acclCheckComm(comm, fn));
   if (!comm->suspended.exchange(false)) {
@@ -46,6 +47,7 @@ NCCL_API_ALIAS(ncclCommResume)
 
 extern "C" ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   ACCL_API_GUARD_BEGIN
+  const auto use = accl::CommUse::ifLive(comm);
   const char* fn = "ncclCommMemStats";
   NCCLCHECK(acclCheckComm(comm, fn));
   if (!value) {

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "coll/host_direct.h"
@@ -13,6 +14,7 @@
 #include "coll/steps.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/fork_safe.h"
 #include "device/dev_comm.h"
 #include "transport/fifo_sleep.h"
 
@@ -43,7 +45,37 @@ struct Waiting {
   std::atomic<int>* n_;
 };
 
+// Every window handed out and not yet freed, in all communicators: a handle
+// is looked up here before anything reads through it (a stale one would read
+// freed memory).
+std::mutex liveMu;
+std::mutex& liveLock() { return liveMu; }
+const HeldAcrossFork<liveLock> liveFreeAtFork;
+std::set<const ncclWindow_vidmem*>& live() {
+  static auto* s = new std::set<const ncclWindow_vidmem*>();  // never destroyed: destroys may run at exit
+  return *s;
+}
+
+void handOut(ncclWindow_vidmem* w) {
+  std::lock_guard<std::mutex> lock(liveMu);
+  live().insert(w);
+}
+
+void retire(ncclWindow_vidmem* w) {
+  {
+    std::lock_guard<std::mutex> lock(liveMu);
+    live().erase(w);
+  }
+  w->magic = 0;
+  delete w;
+}
+
 }  // namespace
+
+bool rmaWindowLive(const ncclWindow_vidmem* win) {
+  std::lock_guard<std::mutex> lock(liveMu);
+  return live().count(win) > 0;
+}
 
 class Rma {
  public:
@@ -516,6 +548,7 @@ ncclResult_t rmaRegister(ncclComm* comm, void* buff, size_t size, int flags, ncc
   }
   rma.kind.store(agreed);
   for (const RegEntry& e : all) w->sizes.push_back(e.size);  // peers only put after their allgather: read-only now
+  handOut(w);
   *out = w;
   return ncclSuccess;
 }
@@ -558,8 +591,7 @@ ncclResult_t rmaDeregister(ncclComm* comm, ncclWindow_vidmem* win) {
   }
   rmaDevDetach(rma.dev.get(), win);
   hostDirectDetach(win);
-  win->magic = 0;
-  delete win;
+  retire(win);
   return ncclSuccess;
 }
 
@@ -629,8 +661,7 @@ void rmaStop(ncclComm* comm) {
       if (!w) continue;
       rmaDevDetach(rma.dev.get(), w);
       hostDirectDetach(w);
-      w->magic = 0;
-      delete w;
+      retire(w);
       w = nullptr;
     }
   }

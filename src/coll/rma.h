@@ -80,6 +80,9 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const v
                      const char* opName);
 // `win` is a registered window of this communicator (compares pointers only).
 bool rmaHasWindow(ncclComm* comm, const ncclWindow_vidmem* win);
+// `win` is a window some communicator handed out and has not freed (compares
+// pointers only: safe on any value).
+bool rmaWindowLive(const ncclWindow_vidmem* win);
 // The device windows' state (NULL until a device window is registered).
 RmaDev* rmaDevOf(const ncclComm* comm);
 // Host direct collectives (coll/host_direct.h): rank `rank`'s part of window

@@ -13,39 +13,15 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <set>
 
 #include "accl.h"
 #include "coll/coll.h"
 #include "coll/host_direct.h"
 #include "core/check.h"
-#include "core/fork_safe.h"
 #include "core/mode.h"
 
 namespace accl {
 namespace {
-
-std::mutex& registryMu() {
-  static std::mutex* m = new std::mutex();
-  return *m;
-}
-const HeldAcrossFork<registryMu> registryFreeAtFork;
-std::set<const ncclComm*>& registry() {
-  static std::set<const ncclComm*>* s = new std::set<const ncclComm*>();
-  return *s;
-}
-
-// Every call checks its communicator, some two or three times, so a thread
-// remembers the last one it found registered, with the registry's generation
-// then: while no communicator has left the registry since, the same pointer is
-// still a live communicator and needs no lock (a destroyed one's address may
-// come back as a new communicator, but its removal moved the generation on).
-std::atomic<uint64_t> registryGeneration{0};
-struct ValidComm {
-  const ncclComm* comm = nullptr;
-  uint64_t generation = 0;
-};
-thread_local ValidComm lastValid;
 
 uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
@@ -54,30 +30,6 @@ uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull
 }
 
 }  // namespace
-
-bool commValid(const ncclComm* comm) {
-  if (!comm) return false;
-  // No communicator left the registry since this thread found `comm` in it:
-  // still registered (its magic changes only after it leaves, in commFree,
-  // so the cached answer reads nothing of a communicator being freed).
-  if (comm == lastValid.comm && lastValid.generation == registryGeneration.load(std::memory_order_acquire))
-    return true;
-  std::lock_guard<std::mutex> g(registryMu());
-  if (!registry().count(comm) || comm->magic != kCommMagic) return false;
-  lastValid = {comm, registryGeneration.load(std::memory_order_relaxed)};
-  return true;
-}
-
-void registerComm(ncclComm* comm) {
-  std::lock_guard<std::mutex> g(registryMu());
-  registry().insert(comm);
-}
-
-void unregisterComm(ncclComm* comm) {
-  std::lock_guard<std::mutex> g(registryMu());
-  registry().erase(comm);
-  registryGeneration.fetch_add(1, std::memory_order_release);
-}
 
 uint64_t hostHash() {
   // NCCL's rule: NCCL_HOSTID replaces the host identity; otherwise hostname + boot id.

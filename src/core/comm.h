@@ -163,6 +163,13 @@ namespace accl {
 
 // The comm handle is one we made and is still alive (not destroyed).
 bool commValid(const ncclComm* comm);
+// commValid, and if so counts a call in its inFlight in the same step (a
+// destroy unregisters before it waits for inFlight, so it either sees this
+// call or this call sees it gone). The comm, or nullptr: nothing counted.
+ncclComm* commPin(const ncclComm* comm);
+// For work queued on a communicator that is gone when it runs (another thread
+// destroyed or aborted it first): the WARN and the error.
+ncclResult_t commGone(const ncclComm* comm, const char* what);
 void registerComm(ncclComm* comm);
 void unregisterComm(ncclComm* comm);
 
@@ -204,13 +211,27 @@ ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, cons
 uint64_t hostHash();
 bool processAlive(pid_t pid);
 
-// Keeps inFlight raised for the duration of an API call.
+// Keeps inFlight raised for the duration of an API call, which commFree
+// waits for.
 class CommUse {
  public:
+  // A communicator this thread keeps alive already (its init, its teardown).
   explicit CommUse(ncclComm* c) : c_(c) { c_->inFlight.fetch_add(1); }
-  ~CommUse() { c_->inFlight.fetch_sub(1); }
+  // An API call's entry, on a handle from the user: pins it if it is live
+  // (commPin), so that an abort or destroy on another thread cannot free it
+  // between the call's checks and its use; else pins nothing, and the checks
+  // say what is wrong with the handle.
+  static CommUse ifLive(const ncclComm* c) { return CommUse(commPin(c), Pinned{}); }
+  ~CommUse() {
+    if (c_) c_->inFlight.fetch_sub(1);
+  }
+  explicit operator bool() const { return c_ != nullptr; }
+  CommUse(const CommUse&) = delete;
+  CommUse& operator=(const CommUse&) = delete;
 
  private:
+  struct Pinned {};
+  CommUse(ncclComm* pinned, Pinned) : c_(pinned) {}
   ncclComm* c_;
 };
 

@@ -75,7 +75,8 @@ ncclResult_t runCommJobs(const std::vector<std::pair<ncclComm*, std::function<nc
 
 // One communicator's part of a group: collectives in order, then the p2p batch.
 ncclResult_t runCommOps(ncclComm* c, const std::vector<CollArgs>& ops) {
-  CommUse use(c);
+  const auto use = CommUse::ifLive(c);
+  if (!use) return commGone(c, "ncclGroupEnd");
   bool onlyP2p = true;
   for (const CollArgs& a : ops) onlyP2p = onlyP2p && isP2p(a.kind);
   if (onlyP2p) {  // the common group (sends and receives): no copy of the list

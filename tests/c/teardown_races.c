@@ -11,11 +11,22 @@
  *             rank 1 never joins, and the main thread destroys rank 0's
  *             communicator under it: the allreduce fails at once and the
  *             communicator is freed only after it left
+ *   queued    an allreduce queued in the main thread's group, and another
+ *             thread destroys the communicator before ncclGroupEnd, which
+ *             fails instead of running it on freed memory
+ *   calls N   N times: a thread calls a 1-rank communicator without pause
+ *             (allreduce, count, async error) while the main thread aborts
+ *             it; every call succeeds or says the handle is not live, and
+ *             none uses the communicator after its free
+ *   window    handles of a deregistered window (and of a destroyed
+ *             communicator's) are refused with ncclInvalidArgument, and
+ *             nothing reads through them
  * Run under valgrind (tests/native/test_memcheck.py) a use after free shows.
  * Prints "OK: MODE". */
 #define _DEFAULT_SOURCE
 #include <nccl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +34,9 @@
 #include <unistd.h>
 
 #include "check.h"
+
+/* In NCCL's device API header, which ACCL does not install. */
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
 
 static ncclUniqueId id;
 static ncclComm_t volatile handed; /* the blocking init's communicator, once handed out */
@@ -43,6 +57,44 @@ static void* lonelyAllreduce(void* arg) {
   return NULL;
 }
 
+static ncclComm_t volatile busy;
+static volatile int calling;
+static void* callUntilGone(void* arg) {
+  (void)arg;
+  static float x[16];
+  int n;
+  ncclResult_t e;
+  calling = 1;
+  for (;;) {
+    ncclResult_t r[3] = {ncclAllReduce(x, x, 16, ncclFloat, ncclSum, busy, NULL), ncclCommCount(busy, &n),
+                         ncclCommGetAsyncError(busy, &e)};
+    for (int i = 0; i < 3; ++i) {
+      if (r[i] == ncclInvalidArgument) return NULL; /* gone */
+      /* an allreduce the abort reached fails otherwise */
+      if (r[i] != ncclSuccess && !(i == 0 && r[i] != ncclInternalError)) {
+        callResult = r[i];
+        return NULL;
+      }
+    }
+  }
+}
+
+static void* destroyRank0(void* arg) {
+  (void)arg;
+  callResult = ncclCommDestroy(pair[0]);
+  return NULL;
+}
+
+/* A stale window handle is refused by every call that takes one. */
+static void checkStale(ncclComm_t comm, ncclWindow_t win, const char* what) {
+  void* p = &p;
+  static float x[1];
+  CHECK(ncclWinGetUserPtr(comm, win, &p) == ncclInvalidArgument, "ncclWinGetUserPtr on %s", what);
+  CHECK(ncclGetPeerDevicePointer(win, 0, 0, &p) == ncclInvalidArgument, "ncclGetPeerDevicePointer on %s", what);
+  CHECK(ncclPutSignal(x, 1, ncclFloat, 0, win, 0, 0, 0, 0, comm, NULL) == ncclInvalidArgument,
+        "ncclPutSignal on %s", what);
+}
+
 static void* blockingInit(void* arg) {
   (void)arg;
   initResult = ncclCommInitRank((ncclComm_t*)&handed, 2, id, 0);
@@ -50,7 +102,7 @@ static void* blockingInit(void* arg) {
 }
 
 int main(int argc, char** argv) {
-  CHECK(argc == 2, "usage: teardown_races blocking|group|destroy");
+  CHECK(argc >= 2, "usage: teardown_races blocking|group|destroy|queued|window|calls [ROUNDS]");
   CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
   if (strcmp(argv[1], "blocking") == 0) {
     pthread_t t;
@@ -75,6 +127,49 @@ int main(int argc, char** argv) {
     CHECK(took < 5, "the destroy and the allreduce took %.1f s", took);
     CHECK(callResult != ncclSuccess, "the allreduce of the destroyed communicator succeeded");
     CHECK(ncclCommDestroy(pair[1]) == ncclSuccess, "destroy rank 1");
+  } else if (strcmp(argv[1], "queued") == 0) {
+    static float x[4];
+    CHECK(ncclCommInitAll(pair, 2, NULL) == ncclSuccess, "ncclCommInitAll");
+    CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    CHECK(ncclAllReduce(x, x, 4, ncclFloat, ncclSum, pair[0], NULL) == ncclSuccess, "queued allreduce");
+    pthread_t t;
+    pthread_create(&t, NULL, destroyRank0, NULL);
+    pthread_join(t, NULL);
+    CHECK(callResult == ncclSuccess, "the other thread's destroy returned %d", callResult);
+    const ncclResult_t r = ncclGroupEnd();
+    CHECK(r == ncclInvalidUsage, "the group of the destroyed communicator returned %d", r);
+    CHECK(ncclCommDestroy(pair[1]) == ncclSuccess, "destroy rank 1");
+  } else if (strcmp(argv[1], "calls") == 0) {
+    const int rounds = argc > 2 ? atoi(argv[2]) : 100;
+    for (int i = 0; i < rounds; ++i) {
+      ncclComm_t c;
+      int dev = 0;
+      CHECK(ncclCommInitAll(&c, 1, &dev) == ncclSuccess, "ncclCommInitAll");
+      busy = c;
+      calling = 0;
+      pthread_t t;
+      pthread_create(&t, NULL, callUntilGone, NULL);
+      while (!calling) sched_yield();
+      usleep((useconds_t)(i % 7) * 50);
+      CHECK(ncclCommAbort(c) == ncclSuccess, "abort in round %d", i);
+      pthread_join(t, NULL);
+      CHECK(callResult == ncclSuccess, "round %d: a call on the aborted communicator returned %d", i, callResult);
+    }
+  } else if (strcmp(argv[1], "window") == 0) {
+    static float buf[64];
+    ncclComm_t comm;
+    ncclWindow_t win, kept;
+    int dev = 0;
+    CHECK(ncclCommInitAll(&comm, 1, &dev) == ncclSuccess, "ncclCommInitAll");
+    CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+    CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, "deregister");
+    checkStale(comm, win, "a deregistered window");
+    CHECK(ncclCommWindowDeregister(comm, win) == ncclInvalidArgument, "a second deregistration");
+    CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &kept, NCCL_WIN_DEFAULT) == ncclSuccess, "register");
+    CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+    void* p;
+    CHECK(ncclGetPeerDevicePointer(kept, 0, 0, &p) == ncclInvalidArgument,
+          "ncclGetPeerDevicePointer on a destroyed communicator's window");
   } else {
     ncclComm_t comm = NULL;
     CHECK(ncclGroupStart() == ncclSuccess, "group start");

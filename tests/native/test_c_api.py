@@ -422,3 +422,14 @@ def test_fork_while_another_thread_is_in_the_library(c_program):
         p = run(c_program("fork_while_checking"), 50, env={"NCCL_DEBUG": "WARN"}, timeout=60)
         assert p.returncode == 0, f"process {attempt}: " + p.stdout + p.stderr[-2000:]
         assert "OK: 50 forks" in p.stdout
+
+
+@pytest.mark.timeout(120)
+def test_abort_while_another_thread_calls(c_program):
+    # 300 times: a thread calls a 1-rank communicator without pause while the
+    # main thread aborts it. Each call pins the communicator as it checks it;
+    # before the pin, a call that had checked it went on into freed memory
+    # (it looped for good in the tree's setup, reading a freed nranks).
+    p = run(c_program("teardown_races"), "calls", 300, env={"NCCL_DEBUG": "NONE", "ACCL_TIMEOUT": "10"}, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert "OK: calls" in p.stdout

@@ -94,6 +94,8 @@ def test_compare_flag_parsing_and_header():
     assert wide[2].startswith(plain[2]) and wide[2].endswith("mpi time   x mpi")
     assert table.compare_part(None, None).split() == ["N/A", "N/A"]
     assert table.compare_part(12.5, 2.0).split() == ["12.50", "2.00"]
+    # a ratio that two decimals would print as 0.00 (ACCL slowed down by a loaded machine) stays above 0
+    assert table.compare_part(6.12, 0.0012).split() == ["6.12", "1e-03"]
 
 
 def test_plot_without_matplotlib_is_a_message(tmp_path):

@@ -95,4 +95,9 @@ def compare_part(peer_us: float | None, ratio: float | None) -> str:
     """`  <time>  <ratio>`; N/A where the peer has no time for this row."""
     if peer_us is None:
         return "  %9s  %6s" % ("N/A", "N/A")
-    return "  %9s  %6s" % (float_str(peer_us, 9), "N/A" if ratio is None else "%6.2f" % ratio)
+    return "  %9s  %6s" % (float_str(peer_us, 9), "N/A" if ratio is None else ratio_str(ratio))
+
+
+def ratio_str(ratio: float) -> str:
+    """Two decimals, or a power of ten where they would print a ratio above 0 as 0.00 (a loaded machine)."""
+    return "%6.2f" % ratio if ratio >= 0.005 or ratio <= 0 else "%6.0e" % ratio
