@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import operator
 
 
 class Result(enum.IntEnum):
@@ -68,7 +69,10 @@ def red_op(op: str | int) -> RedOp:
         except KeyError:
             names = ", ".join(repr(o.name.lower()) for o in RedOp)
             raise ValueError(f"unknown reduction op {op!r} (expected one of {names})") from None
+    if isinstance(op, bool) or not isinstance(op, (int, RedOp)) and not hasattr(op, "__index__"):
+        # True would be PROD and 1.0 too: a flag or a float is not an op
+        raise TypeError(f"reduction op must be a name, a RedOp or an int, not {type(op).__name__} {op!r}")
     try:
-        return RedOp(op)
+        return RedOp(operator.index(op))
     except ValueError:
         raise ValueError(f"unknown reduction op {op!r}") from None

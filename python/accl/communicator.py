@@ -182,6 +182,27 @@ class Window:
             self.deregister()
 
 
+def _premul_scalar(scalar: Any, dt: np.dtype) -> np.ndarray:
+    """premul_sum's host scalar as a 1-element array of dt. For an integer
+    dtype it must be an integer that dt holds: 0.5 would truncate to 0 (a
+    premul_sum that zeroes everything) and 300 would wrap in int8."""
+    if dt.kind in "iu":
+        if isinstance(scalar, (bool, np.bool_)):
+            raise TypeError(f"premul_sum scalar for {dt} must be an integer, not {scalar!r}")
+        try:
+            whole = operator.index(scalar)
+        except TypeError:
+            f = float(scalar)
+            if not f.is_integer():
+                raise ValueError(f"premul_sum scalar {scalar!r} is not an integer, which {dt} needs") from None
+            whole = int(f)
+        info = np.iinfo(dt)
+        if not info.min <= whole <= info.max:
+            raise ValueError(f"premul_sum scalar {scalar!r} is outside {dt}'s range [{info.min}, {info.max}]")
+        return np.array(whole, dtype=dt).reshape(1)
+    return np.array(scalar, dtype=dt).reshape(1)
+
+
 class Communicator:
     """One rank of a communicator of `nranks` ranks that share `uid`.
 
@@ -704,7 +725,7 @@ class Communicator:
         if scalar is None or dtype is None:
             raise TypeError("premul_sum needs scalar and dtype (or device_scalar=array)")
         dt = to_dtype(dtype)
-        value = np.array(scalar, dtype=dt).reshape(1)
+        value = _premul_scalar(scalar, dt)
         op = _accl.redop_create_premul_sum(comm, as_c_array(value), int(datatype_of(dt)), 1)
         return PreMulSum(self, op, dt, value[0], None)
 

@@ -212,7 +212,7 @@ int builtinOp(PyObject* op) {
       if (PyUnicode_CompareWithASCIIString(op, names[i]) == 0) return i;
     return -1;
   }
-  if (PyLong_Check(op)) {
+  if (PyLong_Check(op) && !PyBool_Check(op)) {  // True is an int to Python, not an op: the general path refuses it
     int overflow = 0;
     long v = PyLong_AsLongAndOverflow(op, &overflow);
     if (v == -1 && PyErr_Occurred()) {

@@ -49,22 +49,37 @@ ncclUniqueId toUniqueId(nb::bytes uid) {
   return id;
 }
 
+// One field's value as T; a TypeError that names the field otherwise (a bare
+// cast would raise std::bad_cast, which names nothing).
+template <typename T>
+T configValue(nb::handle value, const std::string& field, const char* want) {
+  T out{};
+  if (!nb::try_cast(value, out))
+    throw nb::type_error(("ncclConfig_t field '" + field + "' must be " + want + ", not " +
+                          nb::cast<std::string>(nb::str(value.type().attr("__name__"))))
+                             .c_str());
+  return out;
+}
+
 // Fills the ncclConfig_t fields named in `config` (a dict); strings land in
 // `keep`, which must outlive the init call.
 void fillConfig(ncclConfig_t& cfg, nb::dict config, std::string& keep) {
   for (auto [key, value] : config) {
+    if (!nb::isinstance<nb::str>(key)) throw nb::type_error("ncclConfig_t field names are strings");
     std::string k = nb::cast<std::string>(key);
-    if (k == "blocking") cfg.blocking = nb::cast<int>(value);
-    else if (k == "cga_cluster_size") cfg.cgaClusterSize = nb::cast<int>(value);
-    else if (k == "min_ctas") cfg.minCTAs = nb::cast<int>(value);
-    else if (k == "max_ctas") cfg.maxCTAs = nb::cast<int>(value);
-    else if (k == "split_share") cfg.splitShare = nb::cast<int>(value);
-    else if (k == "net_name") {
-      keep = nb::cast<std::string>(value);
+    if (k == "net_name") {
+      keep = configValue<std::string>(value, k, "a str");
       cfg.netName = keep.c_str();
-    } else {
-      throw nb::value_error(("unknown ncclConfig_t field '" + k + "'").c_str());
+      continue;
     }
+    int* field = k == "blocking"           ? &cfg.blocking
+                 : k == "cga_cluster_size" ? &cfg.cgaClusterSize
+                 : k == "min_ctas"         ? &cfg.minCTAs
+                 : k == "max_ctas"         ? &cfg.maxCTAs
+                 : k == "split_share"      ? &cfg.splitShare
+                                           : nullptr;
+    if (!field) throw nb::value_error(("unknown ncclConfig_t field '" + k + "'").c_str());
+    *field = configValue<int>(value, k, "an int");
   }
 }
 
@@ -73,7 +88,8 @@ void fillConfig(ncclConfig_t& cfg, nb::dict config, std::string& keep) {
 class OptionalConfig {
  public:
   explicit OptionalConfig(nb::handle config) : set_(!config.is_none()) {
-    if (set_) fillConfig(cfg_, nb::cast<nb::dict>(config), netName_);
+    if (set_ && !nb::isinstance<nb::dict>(config)) throw nb::type_error("config must be a dict of ncclConfig_t fields");
+    if (set_) fillConfig(cfg_, nb::borrow<nb::dict>(config), netName_);
   }
   OptionalConfig(const OptionalConfig&) = delete;
   OptionalConfig& operator=(const OptionalConfig&) = delete;

@@ -259,6 +259,48 @@ def test_config_rejects_unknown_field():
         accl.Communicator(1, accl.get_unique_id(), 0, config={"no_such_field": 1})
 
 
+@pytest.mark.parametrize("config,match", [
+    ({"blocking": "yes"}, "field 'blocking' must be an int, not str"),
+    ({"min_ctas": 1.5}, "field 'min_ctas' must be an int, not float"),
+    ({"net_name": 3}, "field 'net_name' must be a str, not int"),
+    ({1: 1}, "field names are strings"),
+])
+def test_config_rejects_wrong_types_by_name(config, match):
+    # a bare cast raised std::bad_cast, which named neither the field nor the type
+    with pytest.raises(TypeError, match=match):
+        accl.Communicator(1, accl.get_unique_id(), 0, config=config)
+
+
+@pytest.mark.parametrize("op", [True, False, 1.0, np.float32(0), None, b"sum"])
+def test_reduction_op_rejects_flags_floats_and_bytes(comm1, op):
+    # True and 1.0 were accepted as PROD, False and 0.0 as SUM
+    with pytest.raises(TypeError, match="reduction op must be"):
+        comm1.allreduce(np.ones(4, dtype=np.float32), op=op)
+
+
+def test_reduction_op_accepts_names_enums_and_ints(comm1):
+    x = np.arange(4, dtype=np.int32)
+    for op in ("prod", accl.RedOp.PROD, 1, np.int64(1)):
+        np.testing.assert_array_equal(comm1.allreduce(x, op=op), x)
+
+
+@pytest.mark.parametrize("scalar,dtype,error", [
+    (0.5, np.int32, ValueError),    # truncated to 0 before: a premul_sum that zeroed everything
+    (300, np.int8, ValueError),     # wrapped to 44
+    (-1, np.uint8, ValueError),     # wrapped to 255
+    (True, np.int32, TypeError),
+])
+def test_premul_sum_refuses_scalars_its_integer_dtype_cannot_hold(comm1, scalar, dtype, error):
+    with pytest.raises(error, match="premul_sum scalar"):
+        comm1.premul_sum(scalar, dtype)
+
+
+def test_premul_sum_takes_whole_floats_for_integer_dtypes(comm1):
+    x = np.arange(5, dtype=np.int32)
+    with comm1.premul_sum(3.0, np.int32) as triple:
+        np.testing.assert_array_equal(comm1.allreduce(x, op=triple), 3 * x)
+
+
 # -- several ranks in one process --------------------------------------------
 @needs_host_mode
 @pytest.mark.timeout(60)
