@@ -148,7 +148,7 @@ bool leftToItsInit(ncclComm* comm) {
   if (comm->initOwner.compare_exchange_strong(running, kInitAborted)) {
     comm->abortFlag.store(1);
     accl::commStopOperations(comm);
-    if (comm->bootstrap) comm->bootstrap->shutdownAll();
+    comm->bootstrap->shutdownAll();
     return true;
   }
   return running == kInitAborted || running == kInitFailed;  // already the init's to free
@@ -303,9 +303,9 @@ extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   forgetQueued(comm, "ncclCommDestroy");
   // Another thread is inside it: destroying it under that call aborts the call.
   // (In device mode the staging proxy counts too, and destroy waits for it below.)
-  if (!comm->deviceMode && comm->inFlight.load() > 0) {
-    WARN("ncclCommDestroy (%s, rank %d): %d call(s) of another thread are still inside the communicator; they are "
-         "aborted", comm->name.c_str(), comm->rank, comm->inFlight.load());
+  if (!comm->deviceMode && (comm->inFlight.load() > 0 || accl::commPinned(comm))) {
+    WARN("ncclCommDestroy (%s, rank %d): calls of another thread are still inside the communicator; they are "
+         "aborted", comm->name.c_str(), comm->rank);
     comm->abortFlag.store(1);
     accl::commStopOperations(comm);
   }
@@ -330,7 +330,7 @@ extern "C" ncclResult_t pncclCommAbort(ncclComm_t comm) {
   // once the calls that were inside the comm have left.
   comm->abortFlag.store(1);
   accl::commStopOperations(comm);
-  if (comm->bootstrap) comm->bootstrap->shutdownAll();
+  comm->bootstrap->shutdownAll();
   accl::commFree(comm);
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclCommAbort")

@@ -105,13 +105,13 @@ void releaseRoot(const UniqueIdLayout& id) {
 }
 
 Bootstrap::~Bootstrap() {
-  for (int* fd : {&listenFd_, &nextFd_, &prevFd_})
-    if (*fd >= 0) close(*fd);
+  for (int fd : {listenFd_, nextFd_.load(), prevFd_.load()})
+    if (fd >= 0) close(fd);
   for (auto& kv : stash_) close(kv.second);
 }
 
 void Bootstrap::shutdownAll() {
-  for (int fd : {nextFd_, prevFd_})
+  for (int fd : {nextFd_.load(), prevFd_.load()})
     if (fd >= 0) shutdown(fd, SHUT_RDWR);
 }
 
@@ -132,13 +132,31 @@ ncclResult_t Bootstrap::init(const UniqueIdLayout& id, int rank, int nranks,
     // otherwise, a split's, has its root running already).
     int rootFd;
     NCCLCHECK(socketListen(id.root, &rootFd, nullptr));
-    NCCLCHECK(startRootThread(rootFd, secret_));
+    rootStop_ = std::make_shared<RootStop>();
+    NCCLCHECK(startRootThread(rootFd, secret_, rootStop_));
   }
-  NCCLCHECK(rendezvous(id));
+  const ncclResult_t met = rendezvous(id);
+  if (rootStop_) {
+    // Rank 0 had its reply, which comes once all ranks arrived (the root then
+    // sends the table to the others, which the stop leaves alone), or gave up:
+    // either way the root need not wait any more. After a failure the port is
+    // free when init returns, so that a retry can listen on it again.
+    rootStop_->stop.store(1);
+    for (int ms = 0; met != ncclSuccess && !rootStop_->exited.load() && ms < 5000; ++ms) usleep(1000);
+  }
+  NCCLCHECK(met);
   if (nranks == 1) return ncclSuccess;
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-  NCCLCHECK(connectPeer(next, Purpose::Ring, 0, &nextFd_));
-  NCCLCHECK(acceptPeer(prev, Purpose::Ring, 0, &prevFd_));
+  int nextFd = -1, prevFd = -1;
+  ncclResult_t r = connectPeer(next, Purpose::Ring, 0, &nextFd);
+  nextFd_.store(nextFd);
+  NCCLCHECK(r);
+  r = acceptPeer(prev, Purpose::Ring, 0, &prevFd);
+  prevFd_.store(prevFd);
+  NCCLCHECK(r);
+  // An abort that came while the ring was being made shut down what it found:
+  // the ring's sockets are shut down here too, so that no wait on them starts.
+  if (abort_ && abort_->load()) shutdownAll();
   INFO(kBootstrap, "rank %d/%d bootstrap on %s (%s), ring %d -> %d -> %d", rank, nranks,
        addrToString(listenAddr_).c_str(), netif_.name.c_str(), prev, rank, next);
   return ncclSuccess;
@@ -159,8 +177,12 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
   RootReply reply;
   r = socketRecv(fd, &reply, sizeof(reply), deadline());
   if (r != ncclSuccess) {
-    WARN("rank %d: the bootstrap root at %s closed the connection before all %d ranks arrived", rank_,
-         addrToString(id.root).c_str(), nranks_);
+    if (deadline().aborted())
+      WARN("rank %d: aborted while it waited at the bootstrap root (%s) for all %d ranks", rank_,
+           addrToString(id.root).c_str(), nranks_);
+    else
+      WARN("rank %d: the bootstrap root at %s closed the connection before all %d ranks arrived", rank_,
+           addrToString(id.root).c_str(), nranks_);
     return r;
   }
   if (reply.status != ncclSuccess) {

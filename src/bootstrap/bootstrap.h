@@ -14,6 +14,7 @@
 
 #include "bootstrap/hello_gate.h"
 #include "bootstrap/interfaces.h"
+#include "bootstrap/root.h"
 #include "bootstrap/wire.h"
 
 namespace accl {
@@ -54,11 +55,13 @@ class Bootstrap {
   const std::atomic<uint32_t>* abort_ = nullptr;
   uint8_t secret_[kSecretBytes] = {};
   NetIf netif_;
-  int listenFd_ = -1, nextFd_ = -1, prevFd_ = -1;
+  int listenFd_ = -1;
+  std::atomic<int> nextFd_{-1}, prevFd_{-1};  // shutdownAll may read them while init sets them
   SockAddr listenAddr_ = {};
   std::vector<SockAddr> peers_;
   std::string gateName_;
   std::unique_ptr<HelloGate> gate_;  // reads the hellos of connections to listenFd_
+  std::shared_ptr<RootStop> rootStop_;  // rank 0 of NCCL_COMM_ID: ends its root's wait
   std::mutex acceptMu_;
   std::map<std::tuple<int, int, int>, int> stash_;  // (peer, purpose, tag) -> fd accepted early
 };

@@ -29,16 +29,17 @@ void reply(int fd, ncclResult_t status, const char* msg) {
   (void)socketSend(fd, &r, sizeof(r), dl);
 }
 
-void rootLoop(int listenFd, std::vector<uint8_t> secret) {
+void rootLoop(int listenFd, const std::vector<uint8_t>& secret, const std::atomic<uint32_t>* stop) {
   FdGuard listener(listenFd);
-  Deadline dl(nullptr);  // ACCL_TIMEOUT bounds how long the root waits for all ranks
+  Deadline dl(stop);  // ACCL_TIMEOUT bounds how long the root waits for all ranks
   std::vector<Member> members;
   int nranks = -1, arrived = 0;
   HelloGate gate(listenFd, secret.data(), "bootstrap root");  // a silent stranger must not stall the root
   while (nranks < 0 || arrived < nranks) {
     Member m;
     if (gate.next(dl, &m.fd, &m.hello) != ncclSuccess) {
-      if (nranks < 0) WARN("bootstrap root: no rank arrived before the deadline; giving up");
+      if (dl.aborted()) INFO(kBootstrap, "bootstrap root: stopped, rank 0's init has ended (%d rank(s) came)", arrived);
+      else if (nranks < 0) WARN("bootstrap root: no rank arrived before the deadline; giving up");
       else WARN("bootstrap root: %d of %d ranks arrived before the deadline; giving up", arrived, nranks);
       break;
     }
@@ -90,7 +91,10 @@ void rootLoop(int listenFd, std::vector<uint8_t> secret) {
     }
   } else {
     for (auto& m : members)
-      if (m.fd >= 0) reply(m.fd, ncclTimeout, "not every rank reached the bootstrap root before ACCL_TIMEOUT");
+      if (m.fd >= 0)
+        reply(m.fd, dl.aborted() ? ncclInvalidUsage : ncclTimeout,
+              dl.aborted() ? "rank 0's init ended before every rank reached the bootstrap root"
+                           : "not every rank reached the bootstrap root before ACCL_TIMEOUT");
   }
   for (auto& m : members)
     if (m.fd >= 0) close(m.fd);
@@ -98,9 +102,12 @@ void rootLoop(int listenFd, std::vector<uint8_t> secret) {
 
 }  // namespace
 
-ncclResult_t startRootThread(int listenFd, const uint8_t* secret) {
+ncclResult_t startRootThread(int listenFd, const uint8_t* secret, std::shared_ptr<RootStop> stop) {
   try {
-    std::thread(rootLoop, listenFd, std::vector<uint8_t>(secret, secret + kSecretBytes)).detach();
+    std::thread([listenFd, key = std::vector<uint8_t>(secret, secret + kSecretBytes), stop = std::move(stop)] {
+      rootLoop(listenFd, key, stop ? &stop->stop : nullptr);
+      if (stop) stop->exited.store(true);
+    }).detach();
   } catch (const std::exception& e) {
     WARN("could not start the bootstrap root thread: %s", e.what());
     close(listenFd);

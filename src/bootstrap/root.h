@@ -3,11 +3,22 @@
 // the full table back to each rank. It exits once done, or at ACCL_TIMEOUT.
 #pragma once
 
+#include <atomic>
+#include <memory>
+
 #include "bootstrap/wire.h"
 
 namespace accl {
 
-// Takes ownership of listenFd.
-ncclResult_t startRootThread(int listenFd, const uint8_t* secret);
+// Ends a root's wait for ranks early, which frees the listener's address:
+// rank 0 of NCCL_COMM_ID raises `stop` once its own rendezvous is over, so
+// that a failed init does not hold the fixed port until ACCL_TIMEOUT.
+struct RootStop {
+  std::atomic<uint32_t> stop{0};
+  std::atomic<bool> exited{false};  // the root closed its sockets and left
+};
+
+// Takes ownership of listenFd. `stop` is optional.
+ncclResult_t startRootThread(int listenFd, const uint8_t* secret, std::shared_ptr<RootStop> stop = nullptr);
 
 }  // namespace accl

@@ -31,6 +31,28 @@ uint64_t fnv1a(const void* data, size_t len, uint64_t h = 1469598103934665603ull
 
 }  // namespace
 
+bool peerInfoValid(PeerInfo& p, int index, std::string* why) {
+  p.hostname[sizeof(p.hostname) - 1] = '\0';  // printed in messages
+  char buf[96];
+  auto bad = [&](const char* field, long long v) {
+    snprintf(buf, sizeof(buf), "%s = %lld", field, v);
+    *why = buf;
+    return false;
+  };
+  if (p.rank != index) return bad("rank", p.rank);
+  if (p.deviceMode != 0 && p.deviceMode != 1) return bad("deviceMode", p.deviceMode);
+  if (p.hostDirect != 0 && p.hostDirect != 1) return bad("hostDirect", p.hostDirect);
+  if (p.pid <= 0) return bad("pid", p.pid);
+  if (p.cudaDev < -1) return bad("cudaDev", p.cudaDev);
+  // The FIFO slots: whole pages from 4 KiB to 1 GiB (slotBytesParam), which
+  // every rank sizes its FIFOs by.
+  if (p.slotBytes < 4096 || p.slotBytes > (1u << 30) || p.slotBytes % 4096 != 0) return bad("slotBytes", p.slotBytes);
+  if (p.deviceMode && (p.smCount <= 0 || p.wantChannels < 0 || p.wantP2pChannels < 0))
+    return bad(p.smCount <= 0 ? "smCount" : p.wantChannels < 0 ? "wantChannels" : "wantP2pChannels",
+               p.smCount <= 0 ? p.smCount : std::min(p.wantChannels, p.wantP2pChannels));
+  return true;
+}
+
 uint64_t hostHash() {
   // NCCL's rule: NCCL_HOSTID replaces the host identity; otherwise hostname + boot id.
   const char* id = paramString(Param::HostId);
@@ -156,7 +178,6 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     WARN("%s (valid algorithms: ring, tree; NCCL_ALGO/NCCL_PROTO take NCCL's syntax)", err.c_str());
     return ncclInvalidUsage;
   }
-  comm->bootstrap = std::make_unique<Bootstrap>();
   NCCLCHECK(comm->bootstrap->init(id, rank, nranks, &comm->abortFlag));
 
   PeerInfo me = {};
@@ -180,6 +201,14 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     char name[64];
     snprintf(name, sizeof(name), "comm %016llx", static_cast<unsigned long long>(comm->commHash));
     comm->name = name;
+  }
+  for (int q = 0; q < nranks; ++q) {
+    std::string why;
+    if (!peerInfoValid(comm->peers[q], q, &why)) {
+      WARN("rank %d: rank %d described itself with %s at init (a different ACCL build, or not ACCL)", rank, q,
+           why.c_str());
+      return ncclInvalidUsage;
+    }
   }
   for (const PeerInfo& p : comm->peers) {
     if (p.deviceMode != me.deviceMode) {
@@ -240,10 +269,11 @@ void commFree(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   // Everything that could still wait on this comm checks abortFlag; give it time to leave.
   const auto leaveBy = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (comm->inFlight.load() > 0 && std::chrono::steady_clock::now() < leaveBy) usleep(100);
-  if (comm->inFlight.load() > 0) {  // better a leak than freeing memory a call still uses
-    WARN("%s (rank %d): %d call(s) still inside the communicator 10 s after it was stopped: it is left "
-         "allocated rather than freed under them", comm->name.c_str(), comm->rank, comm->inFlight.load());
+  auto inside = [comm] { return comm->inFlight.load() > 0 || commPinned(comm); };
+  while (inside() && std::chrono::steady_clock::now() < leaveBy) usleep(100);
+  if (inside()) {  // better a leak than freeing memory a call still uses
+    WARN("%s (rank %d): calls are still inside the communicator 10 s after it was stopped: it is left "
+         "allocated rather than freed under them", comm->name.c_str(), comm->rank);
     return;
   }
   devStop(comm);   // the proxy of staged device operations uses the connections
@@ -264,7 +294,6 @@ void commFree(ncclComm* comm) {
   comm->dev.reset();  // after the device connectors, whose release waits for the kernels
   comm->hostDirect.reset();  // after the windows and the proxies, which may stop its slot (commSetError)
   for (Registration* r : comm->registrations) delete r;
-  comm->bootstrap.reset();
   comm->magic = kCommDeadMagic;
   delete comm;
 }

@@ -125,7 +125,9 @@ struct ncclComm {
   // returns), kInitFailed (the job is freeing what it could not finish).
   std::atomic<int> initOwner{0};
 
-  std::unique_ptr<accl::Bootstrap> bootstrap;
+  // Made with the communicator, never replaced: an abort on another thread may
+  // shut it down while the init still sets it up (Bootstrap::shutdownAll).
+  const std::unique_ptr<accl::Bootstrap> bootstrap{new accl::Bootstrap()};
   std::vector<accl::PeerInfo> peers;
   accl::Ring ring;
   accl::Tree trees[2];
@@ -161,12 +163,27 @@ struct ncclComm {
 
 namespace accl {
 
+// What rank `index` sent of itself at init holds values this build can use
+// (a peer of another build, or not ACCL, could send anything); else false,
+// with the first bad field in `why`. Terminates the hostname.
+bool peerInfoValid(PeerInfo& p, int index, std::string* why);
+
 // The comm handle is one we made and is still alive (not destroyed).
 bool commValid(const ncclComm* comm);
-// commValid, and if so counts a call in its inFlight in the same step (a
-// destroy unregisters before it waits for inFlight, so it either sees this
-// call or this call sees it gone). The comm, or nullptr: nothing counted.
-ncclComm* commPin(const ncclComm* comm);
+// A pin on a live communicator: a slot of the calling thread that names it,
+// or (where the thread's slots are all taken) a count in its inFlight; or
+// neither, where the thread pins it already. commFree waits for both.
+struct CommPin {
+  bool live = false;
+  std::atomic<const ncclComm*>* slot = nullptr;
+  ncclComm* counted = nullptr;
+};
+// commValid, and if so pins the communicator in the same step (a destroy
+// unregisters it before it waits for pins, so it either sees this pin or this
+// call sees it gone). core/comm_registry.cc says how.
+CommPin commPin(const ncclComm* comm);
+// Some thread holds a pin on `comm` (commFree waits until none does).
+bool commPinned(const ncclComm* comm);
 // For work queued on a communicator that is gone when it runs (another thread
 // destroyed or aborted it first): the WARN and the error.
 ncclResult_t commGone(const ncclComm* comm, const char* what);
@@ -211,28 +228,32 @@ ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, cons
 uint64_t hostHash();
 bool processAlive(pid_t pid);
 
-// Keeps inFlight raised for the duration of an API call, which commFree
-// waits for.
+// Keeps a communicator allocated for the duration of an API call: commFree
+// waits for inFlight to fall and for pins to go.
 class CommUse {
  public:
-  // A communicator this thread keeps alive already (its init, its teardown).
-  explicit CommUse(ncclComm* c) : c_(c) { c_->inFlight.fetch_add(1); }
+  // A communicator this thread keeps alive already (its init, its teardown,
+  // the work a call runs): counted in inFlight, which a destroy from another
+  // thread reads as "a call is inside" and aborts.
+  explicit CommUse(ncclComm* c) : counted_(c), live_(true) { c->inFlight.fetch_add(1); }
   // An API call's entry, on a handle from the user: pins it if it is live
   // (commPin), so that an abort or destroy on another thread cannot free it
   // between the call's checks and its use; else pins nothing, and the checks
   // say what is wrong with the handle.
-  static CommUse ifLive(const ncclComm* c) { return CommUse(commPin(c), Pinned{}); }
+  static CommUse ifLive(const ncclComm* c) { return CommUse(commPin(c)); }
   ~CommUse() {
-    if (c_) c_->inFlight.fetch_sub(1);
+    if (slot_) slot_->store(nullptr, std::memory_order_release);
+    if (counted_) counted_->inFlight.fetch_sub(1);
   }
-  explicit operator bool() const { return c_ != nullptr; }
+  explicit operator bool() const { return live_; }
   CommUse(const CommUse&) = delete;
   CommUse& operator=(const CommUse&) = delete;
 
  private:
-  struct Pinned {};
-  CommUse(ncclComm* pinned, Pinned) : c_(pinned) {}
-  ncclComm* c_;
+  explicit CommUse(const CommPin& p) : slot_(p.slot), counted_(p.counted), live_(p.live) {}
+  std::atomic<const ncclComm*>* slot_ = nullptr;
+  ncclComm* counted_ = nullptr;
+  bool live_ = false;
 };
 
 }  // namespace accl

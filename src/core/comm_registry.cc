@@ -1,11 +1,22 @@
-// Which communicators are live, and pins that keep one alive for an API call.
+// Which communicators are live, and pins that keep one allocated for the
+// length of an API call.
 //
 // A call checks its handle, then uses it; an abort or destroy on another
-// thread may free the communicator in between. commPin closes that window:
-// it finds the handle live and counts the call in inFlight as one step, and
-// commFree unregisters before it waits for inFlight.
+// thread may free the communicator in between. commPin closes that window: it
+// finds the handle live and pins it as one step, and commFree unregisters the
+// communicator before it waits for its pins to go.
+//
+// Every call pins, so the common case is made cheap: a thread names the
+// communicator in a slot of its own, then checks that no communicator left the
+// registry since it last found this one live. unregisterComm, after it moves
+// the registry's generation on, makes every thread's stores visible at once
+// (membarrier) and the waiter then scans the slots: either the pinning thread
+// sees the generation move (and asks the registry under its lock), or the
+// waiter sees its slot. The pinning side thus needs no locked instruction.
+#include <linux/membarrier.h>
 #include <pthread.h>
-#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -27,61 +38,78 @@ std::set<const ncclComm*>& registry() {
   static std::set<const ncclComm*>* s = new std::set<const ncclComm*>();
   return *s;
 }
+std::atomic<uint64_t> registryGeneration{0};  // moves on whenever a communicator leaves
 
-// Every call checks its communicator, some two or three times, so a thread
-// remembers the last one it found registered, with the registry's generation
-// then: while no communicator has left the registry since, the same pointer is
-// still a live communicator and needs no lock (a destroyed one's address may
-// come back as a new communicator, but its removal moved the generation on).
-std::atomic<uint64_t> registryGeneration{0};
-struct ValidComm {
-  const ncclComm* comm = nullptr;
-  uint64_t generation = 0;
-};
-thread_local ValidComm lastValid;
-
-// Pinning without the registry's lock (every collective pins): a thread names
-// the communicator in a slot of its own before it checks the generation and
-// counts the call, and unregisterComm, after it moves the generation, waits
-// until no slot names the one leaving. Either the pinning thread sees the
-// generation move (and asks the registry), or unregisterComm sees its slot
-// (and waits for the count to be taken, which commFree then waits out).
-struct PinSlot {
+// The process's threads' slots, never freed: a thread that exits hands its
+// slot on to the next new thread. One per thread: an API call pins its
+// communicator there, and the work it runs on that thread pins the same one;
+// the rare pin of a second communicator on a thread counts in inFlight.
+struct PinSlots {
   std::atomic<const ncclComm*> pinning{nullptr};
   std::atomic<bool> taken{true};
-  PinSlot* next = nullptr;
+  PinSlots* next = nullptr;
 };
-std::atomic<PinSlot*> pinSlots{nullptr};  // never freed: a thread that exits hands its slot on
+std::atomic<PinSlots*> allSlots{nullptr};
 
-PinSlot* claimSlot() {
-  for (PinSlot* s = pinSlots.load(); s; s = s->next) {
+PinSlots* claimSlots() {
+  for (PinSlots* s = allSlots.load(); s; s = s->next) {
     bool free = false;
     if (s->taken.compare_exchange_strong(free, true)) return s;
   }
-  PinSlot* s = new PinSlot();
-  s->next = pinSlots.load();
-  while (!pinSlots.compare_exchange_weak(s->next, s)) {
+  PinSlots* s = new PinSlots();
+  s->next = allSlots.load();
+  while (!allSlots.compare_exchange_weak(s->next, s)) {
   }
   return s;
 }
-struct SlotOwner {
-  PinSlot* slot = claimSlot();
-  ~SlotOwner() { slot->taken.store(false); }
+
+// What a thread keeps: its slots, and the last communicator it found in the
+// registry with the generation then (while the generation stays, that pointer
+// is still a live communicator and needs no lock; a destroyed one's address
+// may come back as a new communicator, but its removal moved the generation).
+// Plain data (every call reads it): no guard and no wrapper around the access.
+// (Not the initial-exec model, which would be one load: a library that Python
+// opens with dlopen finds no static TLS left for it.)
+struct ThreadPins {
+  PinSlots* slots;
+  const ncclComm* lastValid;
+  uint64_t lastGeneration;
 };
-PinSlot& mySlot() {
-  thread_local SlotOwner owner;
-  return *owner.slot;
+thread_local ThreadPins mine = {nullptr, nullptr, 0};
+
+// The thread's slots, claimed at its first pin and handed on when it exits.
+PinSlots* slotsOf(ThreadPins& t) {
+  if (!t.slots) {
+    t.slots = claimSlots();
+    struct HandOn {
+      ~HandOn() {
+        if (mine.slots) mine.slots->taken.store(false);
+      }
+    };
+    static thread_local HandOn atExit;
+    (void)atExit;
+  }
+  return t.slots;
 }
 
-// A child of fork() has only the forking thread, which was not pinning.
-const int pinsClearedAtFork = pthread_atfork(nullptr, nullptr, [] {
-  for (PinSlot* s = pinSlots.load(); s; s = s->next) s->pinning.store(nullptr);
-});
+// The asymmetric barrier: membarrier, where the kernel has it, orders the
+// pinning threads' plain store and load for the rare unregistering side.
+bool registerBarrier() {
+  return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+std::atomic<bool> heavyBarrierWorks{registerBarrier()};
+// A child of fork() registers again (the registration may not pass to a new
+// address space); it runs alone then, so switching is safe.
+const int barrierAtFork = pthread_atfork(nullptr, nullptr, [] { heavyBarrierWorks.store(registerBarrier()); });
 
-bool anyPinning(const ncclComm* comm) {
-  for (PinSlot* s = pinSlots.load(); s; s = s->next)
-    if (s->pinning.load() == comm) return true;
-  return false;
+inline void lightBarrier() {
+  if (heavyBarrierWorks.load(std::memory_order_relaxed)) std::atomic_signal_fence(std::memory_order_seq_cst);
+  else std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+void heavyBarrier() {
+  if (!heavyBarrierWorks.load(std::memory_order_relaxed) ||
+      syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 // Under registryMu.
@@ -91,33 +119,57 @@ bool registeredLocked(const ncclComm* comm) { return registry().count(comm) && c
 
 bool commValid(const ncclComm* comm) {
   if (!comm) return false;
-  // No communicator left the registry since this thread found `comm` in it:
-  // still registered (its magic changes only after it leaves, in commFree,
-  // so the cached answer reads nothing of a communicator being freed).
-  if (comm == lastValid.comm && lastValid.generation == registryGeneration.load(std::memory_order_acquire))
-    return true;
+  // Its magic changes only after it leaves the registry, in commFree, so the
+  // cached answer reads nothing of a communicator being freed.
+  ThreadPins& t = mine;
+  if (comm == t.lastValid && t.lastGeneration == registryGeneration.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> g(registryMu());
   if (!registeredLocked(comm)) return false;
-  lastValid = {comm, registryGeneration.load(std::memory_order_relaxed)};
+  t.lastValid = comm;
+  t.lastGeneration = registryGeneration.load(std::memory_order_relaxed);
   return true;
 }
 
-ncclComm* commPin(const ncclComm* comm) {
-  if (!comm) return nullptr;
-  ncclComm* c = const_cast<ncclComm*>(comm);
-  if (comm == lastValid.comm) {
-    PinSlot& slot = mySlot();
-    slot.pinning.store(comm);  // sequentially consistent, as the generation's move
-    const bool stillLive = lastValid.generation == registryGeneration.load();
-    if (stillLive) c->inFlight.fetch_add(1);
-    slot.pinning.store(nullptr);
-    if (stillLive) return c;
+CommPin commPin(const ncclComm* comm) {
+  CommPin pin;
+  if (!comm) return pin;
+  ThreadPins& t = mine;
+  std::atomic<const ncclComm*>& slot = slotsOf(t)->pinning;
+  const ncclComm* held = slot.load(std::memory_order_relaxed);
+  if (held == comm) {  // an outer scope of this thread pins it, until after this one
+    pin.live = true;
+    return pin;
+  }
+  if (!held && comm == t.lastValid) {
+    slot.store(comm, std::memory_order_relaxed);
+    lightBarrier();
+    if (t.lastGeneration == registryGeneration.load(std::memory_order_relaxed)) {
+      pin.live = true;
+      pin.slot = &slot;
+      return pin;
+    }
+    slot.store(nullptr, std::memory_order_relaxed);  // one left meanwhile, perhaps this one: ask the registry
   }
   std::lock_guard<std::mutex> g(registryMu());
-  if (!registeredLocked(comm)) return nullptr;
-  lastValid = {comm, registryGeneration.load(std::memory_order_relaxed)};
-  c->inFlight.fetch_add(1);
-  return c;
+  if (!registeredLocked(comm)) return pin;
+  t.lastValid = comm;
+  t.lastGeneration = registryGeneration.load(std::memory_order_relaxed);
+  pin.live = true;
+  if (!held) {
+    slot.store(comm, std::memory_order_relaxed);  // the unregistering side takes this lock first
+    pin.slot = &slot;
+  } else {
+    ncclComm* c = const_cast<ncclComm*>(comm);
+    c->inFlight.fetch_add(1);  // the thread's slot pins another communicator
+    pin.counted = c;
+  }
+  return pin;
+}
+
+bool commPinned(const ncclComm* comm) {
+  for (PinSlots* s = allSlots.load(); s; s = s->next)
+    if (s->pinning.load(std::memory_order_acquire) == comm) return true;
+  return false;
 }
 
 ncclResult_t commGone(const ncclComm* comm, const char* what) {
@@ -137,7 +189,7 @@ void unregisterComm(ncclComm* comm) {
     registry().erase(comm);
     registryGeneration.fetch_add(1);
   }
-  while (anyPinning(comm)) sched_yield();  // a pin in progress takes nanoseconds
+  heavyBarrier();  // from here commPinned sees every pin taken before the generation moved
 }
 
 }  // namespace accl

@@ -154,6 +154,11 @@ ncclResult_t groupEnd() {
   std::vector<std::function<ncclResult_t()>> jobs;
   ncclResult_t first = ncclSuccess;
   for (const auto& [c, ops] : parts) {
+    const auto use = CommUse::ifLive(c);  // devQueuesOnly reads it; runCommOps pins it again
+    if (!use) {
+      if (first == ncclSuccess) first = commGone(c, "ncclGroupEnd");
+      continue;
+    }
     if (!devQueuesOnly(c, ops)) {
       jobs.push_back([c = c, &ops = ops] { return runCommOps(c, ops); });
       continue;

@@ -183,6 +183,43 @@ TEST(bootstrap_root_strangers) {
   for (int fd : silent) close(fd);
 }
 
+// What a peer sends of itself at init: each field this build relies on is
+// checked (a slot size of 0 would make FIFOs of no slots, a wrong rank
+// another rank's data).
+TEST(peer_info_checks) {
+  PeerInfo good = {};
+  good.rank = 2;
+  good.pid = 1234;
+  good.cudaDev = -1;
+  good.slotBytes = 1 << 20;
+  memset(good.hostname, 'h', sizeof(good.hostname));  // unterminated: terminated by the check
+  std::string why;
+  PeerInfo p = good;
+  CHECK(peerInfoValid(p, 2, &why));
+  CHECK_EQ(strlen(p.hostname), sizeof(p.hostname) - 1);
+  struct Case {
+    std::function<void(PeerInfo&)> spoil;
+    const char* why;
+  } cases[] = {
+      {[](PeerInfo& q) { q.rank = 3; }, "rank = 3"},
+      {[](PeerInfo& q) { q.slotBytes = 0; }, "slotBytes = 0"},
+      {[](PeerInfo& q) { q.slotBytes = 4097; }, "slotBytes = 4097"},
+      {[](PeerInfo& q) { q.slotBytes = 2u << 30; }, "slotBytes = 2147483648"},
+      {[](PeerInfo& q) { q.deviceMode = 7; }, "deviceMode = 7"},
+      {[](PeerInfo& q) { q.hostDirect = -1; }, "hostDirect = -1"},
+      {[](PeerInfo& q) { q.pid = 0; }, "pid = 0"},
+      {[](PeerInfo& q) { q.cudaDev = -5; }, "cudaDev = -5"},
+      {[](PeerInfo& q) { q.deviceMode = 1; q.smCount = 0; }, "smCount = 0"},
+      {[](PeerInfo& q) { q.deviceMode = 1; q.smCount = 132; q.wantChannels = -1; }, "wantChannels = -1"},
+  };
+  for (const Case& c : cases) {
+    p = good;
+    c.spoil(p);
+    CHECK(!peerInfoValid(p, 2, &why));
+    CHECK_EQ(why, std::string(c.why));
+  }
+}
+
 TEST(same_subnet) {
   NetIf i;
   memset(&i, 0, sizeof(i));

@@ -84,6 +84,17 @@ def test_split_and_shrink_under_nccl_comm_id(c_program, comm_id, secret):
 
 
 @pytest.mark.timeout(60)
+def test_a_failed_nccl_comm_id_init_frees_the_address(c_program, comm_id):
+    # rank 0's root on NCCL_COMM_ID's address stops when rank 0's init ends
+    # without its peers, so that a retry can listen there at once (ACCL_TIMEOUT
+    # is long: before, the root held the port that long)
+    env = {"NCCL_COMM_ID": comm_id, "ACCL_SECRET": "s3cret", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN",
+           "ACCL_TIMEOUT": "120"}
+    p = run(c_program("commid_retry"), env=env, timeout=50)
+    assert p.returncode == 0 and p.stdout.strip().endswith("OK"), p.stdout + p.stderr[-4000:]
+
+
+@pytest.mark.timeout(60)
 def test_a_failed_call_fails_its_group(c_program):
     # Inside a group a bad allreduce, or an init with a bad config, fails the
     # outermost ncclGroupEnd, which runs nothing queued (no output changes, no
