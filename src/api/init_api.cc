@@ -110,7 +110,7 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
   *out = comm;
   auto run = [comm, job] { return finishInit(comm, job()); };
   if (accl::groupActive()) {
-    accl::groupEnqueueInit(
+    return accl::groupEnqueueInit(
         [comm, run] {
           const ncclResult_t r = comm->abortFlag.load() ? ncclInvalidUsage : run();  // aborted before the group ended
           releaseInit(comm, r, /*freeOnFailure=*/false);  // a failed one stays for its caller to destroy
@@ -119,8 +119,7 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
         [comm](ncclResult_t error) {  // another call of the group failed (or its parent went): it never runs
           releaseInit(comm, finishInit(comm, error), /*freeOnFailure=*/false);
         },
-        parent);
-    return ncclSuccess;
+        parent, comm, "the init of a communicator in a group");
   }
   if (!owned) {
     comm->initThread = std::thread(run);

@@ -98,9 +98,17 @@ bool registerBarrier() {
   return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 std::atomic<bool> heavyBarrierWorks{registerBarrier()};
-// A child of fork() registers again (the registration may not pass to a new
+// A child of fork() has only the forking thread, which pins nothing (fork is
+// not called from inside the library): the other threads' slots are freed.
+// It registers for membarrier again (the registration may not pass to a new
 // address space); it runs alone then, so switching is safe.
-const int barrierAtFork = pthread_atfork(nullptr, nullptr, [] { heavyBarrierWorks.store(registerBarrier()); });
+const int childAtFork = pthread_atfork(nullptr, nullptr, [] {
+  for (PinSlots* s = allSlots.load(); s; s = s->next) {
+    s->pinning.store(nullptr);
+    if (s != mine.slots) s->taken.store(false);
+  }
+  heavyBarrierWorks.store(registerBarrier());
+});
 
 inline void lightBarrier() {
   if (heavyBarrierWorks.load(std::memory_order_relaxed)) std::atomic_signal_fence(std::memory_order_seq_cst);

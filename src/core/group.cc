@@ -1,6 +1,7 @@
 #include "core/group.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -16,9 +17,12 @@ namespace {
 struct GroupState {
   int blocking = -1;  // of the communicators queued so far (-1: none yet)
   ncclResult_t error = ncclSuccess;  // the first call that failed inside the group
-  std::vector<std::function<ncclResult_t()>> inits;
-  std::vector<std::function<void(ncclResult_t)>> cancels;  // each init's, or empty
-  std::vector<const ncclComm*> parents;  // each init's parent (split, shrink), or NULL
+  struct Init {
+    std::function<ncclResult_t()> run;
+    std::function<void(ncclResult_t)> cancel;  // or empty
+    const ncclComm* parent;                    // split, shrink; or NULL
+  };
+  std::vector<Init> inits;
   std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>> commJobs;  // in call order
   std::vector<CollArgs> colls;
 
@@ -26,8 +30,6 @@ struct GroupState {
     blocking = -1;
     error = ncclSuccess;
     inits.clear();
-    cancels.clear();
-    parents.clear();
     commJobs.clear();
     colls.clear();
   }
@@ -118,15 +120,16 @@ ncclResult_t groupEnd() {
   if (--tlsDepth > 0) return ncclSuccess;
   if (g.error != ncclSuccess) {
     const ncclResult_t error = g.error;
-    auto cancels = std::move(g.cancels);
+    auto inits = std::move(g.inits);
     g.clear();
     WARN("ncclGroupEnd: a call inside the group failed (error %d, see above): nothing queued in the group ran, "
          "and its inits failed", static_cast<int>(error));
-    for (auto& cancel : cancels)
-      if (cancel) cancel(error);
+    for (auto& init : inits)
+      if (init.cancel) init.cancel(error);
     return error;
   }
-  auto inits = std::move(g.inits);
+  std::vector<std::function<ncclResult_t()>> inits;
+  for (auto& init : g.inits) inits.push_back(std::move(init.run));
   auto commJobs = std::move(g.commJobs);
   std::vector<CollArgs> colls;
   colls.swap(g.colls);
@@ -198,14 +201,14 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   info->estimatedTime = static_cast<float>(us);
   // Simulation is for operations (as NCCL's): queued inits never start, and
   // their communicators say so rather than stay "in progress" for good.
-  auto cancels = std::move(g.cancels);
-  const size_t inits = g.inits.size();
+  auto inits = std::move(g.inits);
   const ncclResult_t error = g.error;  // a call inside the group failed: so does its end, simulated or not
   g.clear();
-  if (inits > 0)
-    WARN("ncclGroupSimulateEnd: %zu init(s) queued in the group never start; destroy their communicators", inits);
-  for (auto& cancel : cancels)
-    if (cancel) cancel(error != ncclSuccess ? error : ncclInvalidUsage);
+  if (!inits.empty())
+    WARN("ncclGroupSimulateEnd: %zu init(s) queued in the group never start; destroy their communicators",
+         inits.size());
+  for (auto& init : inits)
+    if (init.cancel) init.cancel(error != ncclSuccess ? error : ncclInvalidUsage);
   return error;
 }
 
@@ -224,17 +227,14 @@ int groupForget(const ncclComm* comm) {
                                   [comm](const auto& job) { return job.first == comm; }),
                    g.commJobs.end());
   int dropped = static_cast<int>(before - g.colls.size() - g.commJobs.size());
-  std::vector<std::function<void(ncclResult_t)>> children;  // cancelled once the lists are consistent again
-  for (size_t i = g.inits.size(); i-- > 0;) {
-    if (g.parents[i] != comm) continue;
-    children.push_back(std::move(g.cancels[i]));
-    g.inits.erase(g.inits.begin() + static_cast<std::ptrdiff_t>(i));
-    g.cancels.erase(g.cancels.begin() + static_cast<std::ptrdiff_t>(i));
-    g.parents.erase(g.parents.begin() + static_cast<std::ptrdiff_t>(i));
-    ++dropped;
-  }
-  for (auto& cancel : children)
-    if (cancel) cancel(ncclInvalidUsage);
+  std::vector<GroupState::Init> children;  // cancelled once the list is consistent again
+  auto fromComm = std::stable_partition(g.inits.begin(), g.inits.end(),
+                                        [comm](const GroupState::Init& i) { return i.parent != comm; });
+  std::move(fromComm, g.inits.end(), std::back_inserter(children));
+  g.inits.erase(fromComm, g.inits.end());
+  dropped += static_cast<int>(children.size());
+  for (auto& child : children)
+    if (child.cancel) child.cancel(ncclInvalidUsage);
   return dropped;
 }
 
@@ -246,12 +246,31 @@ ncclResult_t groupFail(ncclResult_t r) {
   return r;
 }
 
-void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel,
-                      const ncclComm* parent) {
+namespace {
+
+// Every communicator a group queues work or an init on must be blocking, or
+// every one non-blocking (as NCCL): the group's end either waits for all or
+// returns ncclInProgress for all.
+ncclResult_t sameBlocking(GroupState& g, bool blocking, const char* fn, const std::string& name) {
+  if (g.blocking >= 0 && g.blocking != (blocking ? 1 : 0)) {
+    WARN("%s: a group may not mix blocking and non-blocking communicators (%s is %s)", fn, name.c_str(),
+         blocking ? "blocking" : "non-blocking");
+    return groupFail(ncclInvalidUsage);
+  }
+  g.blocking = blocking ? 1 : 0;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel,
+                              const ncclComm* parent, const ncclComm* made, const char* fn) {
   GroupState& g = threadGroup();
-  g.inits.push_back(std::move(init));
-  g.cancels.push_back(std::move(cancel));
-  g.parents.push_back(parent);
+  g.inits.push_back({std::move(init), std::move(cancel), parent});
+  // Queued even when refused: the failed group's end then fails its init too.
+  if (!made) return ncclSuccess;
+  const std::string& named = made->config.commName;  // it has no name of its own before its init
+  return sameBlocking(g, made->config.blocking, fn, named.empty() ? "the new communicator" : named);
 }
 
 void groupEnqueueCommJob(ncclComm* comm, std::function<ncclResult_t()> job) {
@@ -260,13 +279,7 @@ void groupEnqueueCommJob(ncclComm* comm, std::function<ncclResult_t()> job) {
 
 ncclResult_t groupEnqueueColl(const CollArgs& args) {
   GroupState& g = threadGroup();
-  int blocking = args.comm->config.blocking ? 1 : 0;
-  if (g.blocking >= 0 && g.blocking != blocking) {
-    WARN("%s: a group may not mix blocking and non-blocking communicators (%s is %s)", args.opName,
-         args.comm->name.c_str(), blocking ? "blocking" : "non-blocking");
-    return groupFail(ncclInvalidUsage);
-  }
-  g.blocking = blocking;
+  NCCLCHECK(sameBlocking(g, args.comm->config.blocking, args.opName, args.comm->name));
   g.colls.push_back(args);
   return ncclSuccess;
 }

@@ -35,9 +35,13 @@ int groupForget(const ncclComm* comm);
 // the group's (the first one counts); returns r.
 ncclResult_t groupFail(ncclResult_t r);
 // `cancel`, if given, runs instead of `init` when the group failed, with its
-// error; `parent`: the communicator the init is made from (split, shrink).
-void groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel = {},
-                      const ncclComm* parent = nullptr);
+// error; `parent`: the communicator the init is made from (split, shrink);
+// `made`: the one it makes (NULL for a split rank of no colour), which must
+// be blocking as the group's others are, or not (else ncclInvalidUsage, a
+// WARN naming `fn`, and the group fails).
+ncclResult_t groupEnqueueInit(std::function<ncclResult_t()> init, std::function<void(ncclResult_t)> cancel = {},
+                              const ncclComm* parent = nullptr, const ncclComm* made = nullptr,
+                              const char* fn = "ncclGroupEnd");
 // A collective call on one communicator other than an operation (window
 // registration): run at the outermost ncclGroupEnd after the inits and before
 // the operations, in call order per communicator, communicators concurrently.

@@ -16,6 +16,9 @@
  *   5. A split queued in a group whose parent is then destroyed in the same
  *      group never runs (it would use the freed parent): the child reports
  *      ncclInvalidUsage and ncclGroupEnd returns ncclSuccess.
+ *   6. Grouped inits of a blocking and a non-blocking communicator: the
+ *      second is refused with ncclInvalidUsage, which fails the group (as
+ *      NCCL: a group may not mix them), and both report the error.
  * Prints "OK" at the end. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
@@ -96,6 +99,23 @@ int main(void) {
   CHECK(ncclCommGetAsyncError(child, &async) == ncclSuccess && async == ncclInvalidUsage,
         "the dropped split's child reports %d", async);
   CHECK(ncclCommDestroy(child) == ncclSuccess, "destroy the child");
+
+  ncclComm_t mixed[2] = {NULL, NULL};
+  ncclUniqueId ids[2];
+  ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER, nonblocking = NCCL_CONFIG_INITIALIZER;
+  nonblocking.blocking = 0;
+  for (int i = 0; i < 2; ++i) CHECK(ncclGetUniqueId(&ids[i]) == ncclSuccess, "unique id %d", i);
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(ncclCommInitRankConfig(&mixed[0], 1, ids[0], 0, &blocking) == ncclSuccess, "queued blocking init");
+  r = ncclCommInitRankConfig(&mixed[1], 1, ids[1], 0, &nonblocking);
+  CHECK(r == ncclInvalidUsage, "a non-blocking init in a group of a blocking one returned %d", r);
+  r = ncclGroupEnd();
+  CHECK(r == ncclInvalidUsage, "the mixed group returned %d", r);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(mixed[i] && ncclCommGetAsyncError(mixed[i], &async) == ncclSuccess && async == ncclInvalidUsage,
+          "the mixed group's communicator %d reports %d", i, async);
+    CHECK(ncclCommDestroy(mixed[i]) == ncclSuccess, "destroy the mixed group's communicator %d", i);
+  }
   printf("OK\n");
   return 0;
 }
