@@ -8,22 +8,16 @@
 
 #include "bootstrap/root.h"
 #include "core/check.h"
+#include "core/sha256.h"
 
 namespace accl {
 namespace {
 
 // A deterministic 32-byte secret from a string (NCCL_COMM_ID mode, where every
-// rank computes the id independently). splitmix64 over FNV-1a: a mix, not a MAC.
+// rank computes the id independently): HMAC-SHA256 keyed by our label.
 void deriveSecret(const std::string& text, uint8_t* out) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  for (int i = 0; i < kSecretBytes / 8; ++i) {
-    uint64_t z = (h += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    memcpy(out + 8 * i, &z, 8);
-  }
+  static const char kLabel[] = "ACCL bootstrap secret from NCCL_COMM_ID and ACCL_SECRET";
+  hmacSha256(reinterpret_cast<const uint8_t*>(kLabel), sizeof(kLabel) - 1, text.data(), text.size(), out);
 }
 
 ncclResult_t randomBytes(uint8_t* out, size_t n) {
@@ -40,12 +34,13 @@ ncclResult_t randomBytes(uint8_t* out, size_t n) {
   return ncclSuccess;
 }
 
-Hello makeHello(Purpose p, const uint8_t* secret, int rank, int nranks, int tag) {
+// The hello's fields, all other bytes zero; sealHello (after any other field
+// is set) adds the nonce and the MAC.
+Hello makeHello(Purpose p, int rank, int nranks, int tag) {
   Hello h;
   memset(&h, 0, sizeof(h));
   h.magic = kHelloMagic;
   h.purpose = p;
-  memcpy(h.secret, secret, kSecretBytes);
   h.rank = rank;
   h.nranks = nranks;
   h.tag = tag;
@@ -100,8 +95,8 @@ void releaseRoot(const UniqueIdLayout& id) {
   Deadline dl(nullptr, 5);
   if (socketConnect(id.root, dl, &fd) != ncclSuccess) return;
   FdGuard g(fd);
-  Hello h = makeHello(Purpose::Root, id.secret, 0, 0, 0);
-  (void)socketSend(fd, &h, sizeof(h), dl);
+  Hello h = makeHello(Purpose::Root, 0, 0, 0);
+  if (sealHello(h, id.secret) == ncclSuccess) (void)socketSend(fd, &h, sizeof(h), dl);
 }
 
 Bootstrap::~Bootstrap() {
@@ -171,8 +166,9 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
     return r;
   }
   FdGuard g(fd);
-  Hello h = makeHello(Purpose::Root, secret_, rank_, nranks_, 0);
+  Hello h = makeHello(Purpose::Root, rank_, nranks_, 0);
   h.addr = listenAddr_;
+  NCCLCHECK(sealHello(h, secret_));
   NCCLCHECK(socketSend(fd, &h, sizeof(h), deadline()));
   RootReply reply;
   r = socketRecv(fd, &reply, sizeof(reply), deadline());
@@ -185,16 +181,26 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
            addrToString(id.root).c_str(), nranks_);
     return r;
   }
+  // The table (on success), then the root's proof that it holds the secret:
+  // nothing it said counts before the proof verifies.
+  std::vector<SockAddr> table(reply.status == ncclSuccess ? nranks_ : 0);
+  uint8_t proof[kMacBytes], expected[kMacBytes];
+  r = socketRecv(fd, table.data(), table.size() * sizeof(SockAddr), deadline());
+  if (r == ncclSuccess) r = socketRecv(fd, proof, sizeof(proof), deadline());
+  rootProof(secret_, h.nonce, reply, table.data(), table.size(), expected);
+  if (r != ncclSuccess || !secretEqual(proof, expected)) {
+    WARN("rank %d: the bootstrap root at %s did not prove that it holds the unique id's secret (another "
+         "process on that address, or an older ACCL)", rank_, addrToString(id.root).c_str());
+    return ncclRemoteError;
+  }
   if (reply.status != ncclSuccess) {
-    reply.message[sizeof(reply.message) - 1] = '\0';  // whoever answered, the text ends in the buffer
+    reply.message[sizeof(reply.message) - 1] = '\0';
     WARN("rank %d: bootstrap root refused: %s", rank_, reply.message);
-    // Only an error code: a stranger's reply must not pass for success or another kind of result.
-    const int32_t code = reply.status;
+    const int32_t code = reply.status;  // only an error code passes as one
     return code == ncclInvalidArgument || code == ncclInvalidUsage || code == ncclTimeout
                ? static_cast<ncclResult_t>(code) : ncclRemoteError;
   }
-  peers_.resize(nranks_);
-  NCCLCHECK(socketRecv(fd, peers_.data(), peers_.size() * sizeof(SockAddr), deadline()));
+  peers_ = std::move(table);
   return ncclSuccess;
 }
 
@@ -202,7 +208,8 @@ ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd)
   int s;
   NCCLCHECK(socketConnect(peers_[peer], deadline(), &s));
   FdGuard g(s);
-  Hello h = makeHello(purpose, secret_, rank_, nranks_, tag);
+  Hello h = makeHello(purpose, rank_, nranks_, tag);
+  NCCLCHECK(sealHello(h, secret_));
   NCCLCHECK(socketSend(s, &h, sizeof(h), deadline()));
   *fd = g.release();
   return ncclSuccess;

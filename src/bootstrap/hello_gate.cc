@@ -54,7 +54,14 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
       const Pending p = pending_[i];
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
       if (!helloValid(p.hello, secret_)) {
-        INFO(kBootstrap, "%s: dropped a connection that did not present the unique id's secret", who_);
+        INFO(kBootstrap, "%s: dropped a connection whose hello is not sealed with the unique id's secret", who_);
+        close(p.fd);
+        continue;
+      }
+      std::array<uint8_t, kNonceBytes> nonce;
+      memcpy(nonce.data(), p.hello.nonce, kNonceBytes);
+      if (!seen_.insert(nonce).second) {
+        INFO(kBootstrap, "%s: dropped a connection that replayed a hello already received", who_);
         close(p.fd);
         continue;
       }

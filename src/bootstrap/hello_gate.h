@@ -1,12 +1,15 @@
 // The door of a listening socket: accepts connections and reads each one's
-// Hello, many at a time, and hands on only those that present the secret. A
+// Hello, many at a time, and hands on only those sealed with the secret (a
+// MAC that verifies), each once: a hello replayed from the wire is dropped. A
 // stranger that connects and stays silent is dropped after kHelloSeconds
 // without holding up the connections queued behind it (a port scanner, or a
 // health check, must not delay an init).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include "bootstrap/wire.h"
@@ -24,7 +27,7 @@ class HelloGate {
   HelloGate(const HelloGate&) = delete;
   HelloGate& operator=(const HelloGate&) = delete;
 
-  // The next connection whose Hello carries the secret: its fd (the caller's
+  // The next connection whose Hello is sealed with the secret: its fd (the caller's
   // now) and Hello. Fails when `dl` expires or its abort flag rises.
   ncclResult_t next(const Deadline& dl, int* fd, Hello* hello);
 
@@ -43,6 +46,7 @@ class HelloGate {
   const uint8_t* secret_;
   const char* who_;  // for INFO lines: "bootstrap root", "rank 3"
   std::vector<Pending> pending_;
+  std::set<std::array<uint8_t, kNonceBytes>> seen_;  // the nonces of the hellos handed on
 };
 
 }  // namespace accl

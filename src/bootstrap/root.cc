@@ -21,12 +21,19 @@ struct Member {
   Hello hello;
 };
 
-void reply(int fd, ncclResult_t status, const char* msg) {
+// The reply to the rank whose hello is `to`, the table (none for a refusal),
+// and the proof that this root holds the secret.
+ncclResult_t reply(int fd, const Hello& to, const std::vector<uint8_t>& secret, ncclResult_t status, const char* msg,
+                   const std::vector<SockAddr>& table = {}) {
   RootReply r = {};
   r.status = status;
   snprintf(r.message, sizeof(r.message), "%s", msg);
-  Deadline dl(nullptr, 5);
-  (void)socketSend(fd, &r, sizeof(r), dl);
+  uint8_t proof[kMacBytes];
+  rootProof(secret.data(), to.nonce, r, table.data(), table.size(), proof);
+  Deadline dl(nullptr, table.empty() ? 5 : 30);
+  NCCLCHECK(socketSend(fd, &r, sizeof(r), dl));
+  if (!table.empty()) NCCLCHECK(socketSend(fd, table.data(), table.size() * sizeof(SockAddr), dl));
+  return socketSend(fd, proof, sizeof(proof), dl);
 }
 
 void rootLoop(int listenFd, const std::vector<uint8_t>& secret, const std::atomic<uint32_t>* stop) {
@@ -58,7 +65,7 @@ void rootLoop(int listenFd, const std::vector<uint8_t>& secret, const std::atomi
     if (h.nranks < 0 || h.nranks > kMaxRanks) {
       snprintf(msg, sizeof(msg), "rank %d says nranks=%d, outside [1, %d]", h.rank, h.nranks, kMaxRanks);
       WARN("bootstrap root: %s", msg);
-      reply(m.fd, ncclInvalidArgument, msg);
+      (void)reply(m.fd, m.hello, secret, ncclInvalidArgument, msg);
       close(m.fd);
       continue;
     }
@@ -73,7 +80,7 @@ void rootLoop(int listenFd, const std::vector<uint8_t>& secret, const std::atomi
                                                 : "rank %d joined twice (nranks=%d, first said %d)",
                h.rank, h.nranks, nranks);
       WARN("bootstrap root: %s", msg);
-      reply(m.fd, ncclInvalidUsage, msg);
+      (void)reply(m.fd, m.hello, secret, ncclInvalidUsage, msg);
       close(m.fd);
       continue;
     }
@@ -83,18 +90,15 @@ void rootLoop(int listenFd, const std::vector<uint8_t>& secret, const std::atomi
   if (nranks > 0 && arrived == nranks) {
     std::vector<SockAddr> table(nranks);
     for (int r = 0; r < nranks; ++r) table[r] = members[r].hello.addr;
-    for (int r = 0; r < nranks; ++r) {
-      reply(members[r].fd, ncclSuccess, "");
-      Deadline sendDl(nullptr, 30);
-      if (socketSend(members[r].fd, table.data(), table.size() * sizeof(SockAddr), sendDl) != ncclSuccess)
+    for (int r = 0; r < nranks; ++r)
+      if (reply(members[r].fd, members[r].hello, secret, ncclSuccess, "", table) != ncclSuccess)
         WARN("bootstrap root: could not send the address table to rank %d", r);
-    }
   } else {
     for (auto& m : members)
       if (m.fd >= 0)
-        reply(m.fd, dl.aborted() ? ncclInvalidUsage : ncclTimeout,
-              dl.aborted() ? "rank 0's init ended before every rank reached the bootstrap root"
-                           : "not every rank reached the bootstrap root before ACCL_TIMEOUT");
+        (void)reply(m.fd, m.hello, secret, dl.aborted() ? ncclInvalidUsage : ncclTimeout,
+                    dl.aborted() ? "rank 0's init ended before every rank reached the bootstrap root"
+                                 : "not every rank reached the bootstrap root before ACCL_TIMEOUT");
   }
   for (auto& m : members)
     if (m.fd >= 0) close(m.fd);

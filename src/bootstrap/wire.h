@@ -1,6 +1,7 @@
 // What travels in a unique id and at the start of every connection.
-// Every connection opens with a Hello carrying the unique id's secret; the
-// accepting side drops a connection whose secret does not match.
+// Every connection opens with a Hello sealed with a MAC of the unique id's
+// secret (HMAC-SHA256), which itself never travels; the accepting side drops
+// a connection whose MAC does not verify, or whose nonce it has seen before.
 #pragma once
 
 #include <cstdint>
@@ -26,32 +27,43 @@ static_assert(sizeof(UniqueIdLayout) <= 128, "must fit in ncclUniqueId");
 
 enum class Purpose : uint32_t { Root = 1, Ring = 2, Data = 3, Shrink = 4 };
 
+constexpr int kNonceBytes = 16;
+constexpr int kMacBytes = 32;
+
 struct Hello {
   uint32_t magic;
   Purpose purpose;
-  uint8_t secret[kSecretBytes];
   int32_t rank;
   int32_t nranks;
   int32_t tag;    // which connection between the same pair (ring, channel, ...)
   int32_t pad;
   SockAddr addr;  // the sender's bootstrap listener (Purpose::Root only)
+  uint8_t nonce[kNonceBytes];  // random: the same hello twice is a replay
+  uint8_t mac[kMacBytes];      // HMAC-SHA256(secret, every byte before it): sealHello
 };
 
-// The root's answer to each rank: status, then (on success) every rank's listener address.
+// The root's answer to each rank: status, then (on success) every rank's
+// listener address, then rootProof over both, which shows the rank that the
+// root holds the secret too (a process squatting the root's port does not).
 struct RootReply {
   int32_t status;  // ncclResult_t
   char message[252];
 };
 
-// Constant-time comparison of secrets.
+// Constant-time comparison of secrets and MACs (both 32 bytes).
 inline bool secretEqual(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;
   for (int i = 0; i < kSecretBytes; ++i) diff |= a[i] ^ b[i];
   return diff == 0;
 }
 
-inline bool helloValid(const Hello& h, const uint8_t* secret) {
-  return h.magic == kHelloMagic && secretEqual(h.secret, secret);
-}
+// Fills h's nonce and MAC, once every other field is set (bootstrap/wire.cc).
+ncclResult_t sealHello(Hello& h, const uint8_t* secret);
+// The magic is right and the MAC verifies with `secret`.
+bool helloValid(const Hello& h, const uint8_t* secret);
+// The MAC the root sends after its reply to the rank whose hello carried
+// `nonce` (and after the table, which is empty for a refusal).
+void rootProof(const uint8_t* secret, const uint8_t* nonce, const RootReply& reply, const SockAddr* table,
+               size_t entries, uint8_t out[kMacBytes]);
 
 }  // namespace accl

@@ -1,6 +1,7 @@
 // Unit tests of ACCL internals (linked against the static archive). A tiny
 // harness: TEST(name) registers a function, CHECK_EQ prints both values.
 // Run all: ./accl_unit_tests; one: ./accl_unit_tests NAME. Prints "N passed, M failed".
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/mman.h>
@@ -24,6 +26,7 @@
 #include "core/config.h"
 #include "core/debug.h"
 #include "core/param.h"
+#include "core/sha256.h"
 #include "coll/reg_table.h"
 #include "coll/tree.h"
 #include "coll/tuner.h"
@@ -123,8 +126,8 @@ TEST(hello_gate_keeps_a_waiting_hello) {
   for (int r = 0; r < 2; ++r) {
     h[r].magic = kHelloMagic;
     h[r].purpose = Purpose::Data;
-    memcpy(h[r].secret, secret, kSecretBytes);
     h[r].rank = r;
+    CHECK_EQ(sealHello(h[r], secret), ncclSuccess);
   }
   int clients[2];
   for (int r = 0; r < 2; ++r) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &clients[r]), ncclSuccess);
@@ -146,6 +149,106 @@ TEST(hello_gate_keeps_a_waiting_hello) {
   close(listenFd);
 }
 
+// A hello proves the secret without carrying it: a wrong secret, a changed
+// field or a replay of a hello the gate took is dropped, and a sealed hello
+// holds no copy of the secret.
+TEST(hello_mac_and_replay) {
+  SockAddr any;
+  CHECK(parseAddr("127.0.0.1:1", &any));
+  any.sin.sin_port = 0;
+  int listenFd = -1;
+  SockAddr bound;
+  CHECK_EQ(socketListen(any, &listenFd, &bound), ncclSuccess);
+  uint8_t secret[kSecretBytes], other[kSecretBytes];
+  for (int i = 0; i < kSecretBytes; ++i) secret[i] = static_cast<uint8_t>(i + 1), other[i] = secret[i];
+  other[5] ^= 1;
+  Hello good = {};
+  good.magic = kHelloMagic;
+  good.purpose = Purpose::Data;
+  good.rank = 1;
+  good.nranks = 2;
+  CHECK_EQ(sealHello(good, secret), ncclSuccess);
+  CHECK(helloValid(good, secret));
+  CHECK(!helloValid(good, other));
+  CHECK(std::search(reinterpret_cast<const uint8_t*>(&good), reinterpret_cast<const uint8_t*>(&good + 1), secret,
+                    secret + kSecretBytes) == reinterpret_cast<const uint8_t*>(&good + 1));
+  Hello forged = good;
+  forged.rank = 0;  // a changed field: the MAC no longer verifies
+  CHECK(!helloValid(forged, secret));
+  Hello wrongKey = good;
+  CHECK_EQ(sealHello(wrongKey, other), ncclSuccess);
+  // Sent in order: wrong key, forged, good, the good one replayed, then a fresh one.
+  Hello fresh = good;
+  fresh.rank = 0;
+  CHECK_EQ(sealHello(fresh, secret), ncclSuccess);
+  const Hello sent[] = {wrongKey, forged, good, good, fresh};
+  int clients[5];
+  for (int i = 0; i < 5; ++i) {
+    CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &clients[i]), ncclSuccess);
+    CHECK_EQ(socketSend(clients[i], &sent[i], sizeof(Hello), Deadline(nullptr, 5)), ncclSuccess);
+  }
+  {
+    HelloGate gate(listenFd, secret, "test");
+    std::vector<int> ranks;
+    for (int k = 0; k < 2; ++k) {
+      int fd = -1;
+      Hello got;
+      CHECK_EQ(gate.next(Deadline(nullptr, 5), &fd, &got), ncclSuccess);
+      ranks.push_back(got.rank);
+      close(fd);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    CHECK_EQ(ranks[0], 0);
+    CHECK_EQ(ranks[1], 1);
+    int fd = -1;
+    Hello got;
+    CHECK_EQ(gate.next(Deadline(nullptr, 1), &fd, &got), ncclTimeout);  // nothing else passes
+  }
+  for (int c : clients) close(c);
+  close(listenFd);
+}
+
+// A process on the root's address that does not hold the secret (here it
+// answers every hello at once, as success and as a refusal) cannot make a
+// rank take its table or its error: the rank's init fails with
+// ncclRemoteError, since the root's proof does not verify.
+TEST(root_must_prove_the_secret) {
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  for (int32_t status : {static_cast<int32_t>(ncclSuccess), static_cast<int32_t>(ncclInvalidUsage)}) {
+    SockAddr any;
+    CHECK(parseAddr("127.0.0.1:1", &any));
+    any.sin.sin_port = 0;
+    int listenFd = -1;
+    UniqueIdLayout id{};
+    id.magic = kIdMagic;
+    id.version = 1;
+    for (int i = 0; i < kSecretBytes; ++i) id.secret[i] = static_cast<uint8_t>(3 * i + 1);
+    CHECK_EQ(socketListen(any, &listenFd, &id.root), ncclSuccess);
+    std::thread impostor([listenFd, status] {
+      int fd = -1;
+      if (socketAccept(listenFd, Deadline(nullptr, 10), &fd) != ncclSuccess) return;
+      Hello h;
+      RootReply r{};
+      r.status = status;
+      SockAddr table[1] = {};
+      uint8_t proof[kMacBytes] = {};
+      Deadline dl(nullptr, 10);
+      if (socketRecv(fd, &h, sizeof(h), dl) == ncclSuccess && socketSend(fd, &r, sizeof(r), dl) == ncclSuccess &&
+          (status != ncclSuccess || socketSend(fd, table, sizeof(table), dl) == ncclSuccess))
+        (void)socketSend(fd, proof, sizeof(proof), dl);
+      sleep(1);
+      close(fd);
+    });
+    std::atomic<uint32_t> abortFlag{0};
+    {
+      Bootstrap b;
+      CHECK_EQ(b.init(id, 0, 1, &abortFlag), ncclRemoteError);
+    }
+    impostor.join();
+    close(listenFd);
+  }
+}
+
 // Silent strangers connected to a unique id's root, and one that holds the
 // secret but claims nranks = -1: a rank's init still passes at once, and the
 // root refuses the bad hello instead of dying.
@@ -164,9 +267,9 @@ TEST(bootstrap_root_strangers) {
   Hello h{};
   h.magic = kHelloMagic;
   h.purpose = Purpose::Root;
-  memcpy(h.secret, id.secret, kSecretBytes);
   h.rank = 0;
   h.nranks = -1;
+  CHECK_EQ(sealHello(h, id.secret), ncclSuccess);
   CHECK_EQ(socketSend(bad, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
   RootReply reply{};
   CHECK_EQ(socketRecv(bad, &reply, sizeof(reply), Deadline(nullptr, 5)), ncclSuccess);
@@ -218,6 +321,45 @@ TEST(peer_info_checks) {
     CHECK(!peerInfoValid(p, 2, &why));
     CHECK_EQ(why, std::string(c.why));
   }
+}
+
+std::string hex(const uint8_t* p, size_t n) {
+  std::string s;
+  char b[3];
+  for (size_t i = 0; i < n; ++i) {
+    snprintf(b, sizeof(b), "%02x", p[i]);
+    s += b;
+  }
+  return s;
+}
+
+std::string sha256Hex(const std::string& msg, size_t pieces = 1) {
+  Sha256 h;
+  const size_t step = msg.size() / pieces + 1;  // fed in pieces: the buffering must not matter
+  for (size_t at = 0; at < msg.size(); at += step) h.update(msg.data() + at, std::min(step, msg.size() - at));
+  uint8_t out[kSha256Bytes];
+  h.final(out);
+  return hex(out, sizeof(out));
+}
+
+// FIPS 180-4's examples and RFC 4231's HMAC cases 1 and 6 (the values also
+// agree with Python's hashlib and hmac).
+TEST(sha256_and_hmac_vectors) {
+  CHECK_EQ(sha256Hex(""), std::string("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+  CHECK_EQ(sha256Hex("abc"), std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+  const std::string two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";  // 448 bits: padding spills a block
+  CHECK_EQ(sha256Hex(two), std::string("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+  CHECK_EQ(sha256Hex(two, 7), sha256Hex(two));
+  CHECK_EQ(sha256Hex(std::string(1000000, 'a'), 13),
+           std::string("cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+  uint8_t mac[kSha256Bytes];
+  const std::vector<uint8_t> key1(20, 0x0b);
+  hmacSha256(key1.data(), key1.size(), "Hi There", 8, mac);
+  CHECK_EQ(hex(mac, sizeof(mac)), std::string("b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"));
+  const std::vector<uint8_t> key6(131, 0xaa);  // longer than a block: hashed first
+  const std::string msg6 = "Test Using Larger Than Block-Size Key - Hash Key First";
+  hmacSha256(key6.data(), key6.size(), msg6.data(), msg6.size(), mac);
+  CHECK_EQ(hex(mac, sizeof(mac)), std::string("60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"));
 }
 
 TEST(same_subnet) {

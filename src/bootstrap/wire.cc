@@ -1,0 +1,50 @@
+#include "bootstrap/wire.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <vector>
+
+#include "core/debug.h"
+#include "core/sha256.h"
+
+namespace accl {
+
+static_assert(kMacBytes == kSha256Bytes && kMacBytes == kSecretBytes, "a MAC is compared as a secret is");
+static_assert(offsetof(Hello, mac) + kMacBytes == sizeof(Hello), "the MAC covers every byte before it");
+
+ncclResult_t sealHello(Hello& h, const uint8_t* secret) {
+  for (size_t got = 0; got < sizeof(h.nonce);) {
+    const ssize_t r = getrandom(h.nonce + got, sizeof(h.nonce) - got, 0);
+    if (r < 0 && errno != EINTR) {
+      WARN("getrandom failed: %s", strerror(errno));
+      return ncclSystemError;
+    }
+    if (r > 0) got += static_cast<size_t>(r);
+  }
+  hmacSha256(secret, kSecretBytes, &h, offsetof(Hello, mac), h.mac);
+  return ncclSuccess;
+}
+
+bool helloValid(const Hello& h, const uint8_t* secret) {
+  if (h.magic != kHelloMagic) return false;
+  uint8_t mac[kMacBytes];
+  hmacSha256(secret, kSecretBytes, &h, offsetof(Hello, mac), mac);
+  return secretEqual(mac, h.mac);
+}
+
+void rootProof(const uint8_t* secret, const uint8_t* nonce, const RootReply& reply, const SockAddr* table,
+               size_t entries, uint8_t out[kMacBytes]) {
+  static const char kLabel[] = "ACCL root reply";  // not a hello's MAC, whatever the bytes
+  std::vector<uint8_t> text(kLabel, kLabel + sizeof(kLabel));
+  const auto add = [&text](const void* p, size_t n) {
+    text.insert(text.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  add(nonce, kNonceBytes);
+  add(&reply, sizeof(reply));
+  add(table, entries * sizeof(SockAddr));
+  hmacSha256(secret, kSecretBytes, text.data(), text.size(), out);
+}
+
+}  // namespace accl
