@@ -54,11 +54,10 @@ ncclUniqueId toUniqueId(nb::bytes uid) {
 template <typename T>
 T configValue(nb::handle value, const std::string& field, const char* want) {
   T out{};
-  if (!nb::try_cast(value, out))
-    throw nb::type_error(("ncclConfig_t field '" + field + "' must be " + want + ", not " +
-                          nb::cast<std::string>(nb::str(value.type().attr("__name__"))))
-                             .c_str());
-  return out;
+  if (nb::try_cast(value, out)) return out;
+  const std::string type = nb::cast<std::string>(nb::str(value.type().attr("__name__")));
+  if (type == "int") throw nb::value_error(("ncclConfig_t field '" + field + "' does not fit in a C int").c_str());
+  throw nb::type_error(("ncclConfig_t field '" + field + "' must be " + want + ", not " + type).c_str());
 }
 
 // Fills the ncclConfig_t fields named in `config` (a dict); strings land in

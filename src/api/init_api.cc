@@ -139,10 +139,12 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
 namespace {
 
 // Abort or destroy of a communicator whose init runs on a caller's thread:
-// true if that init frees it (it is told to stop here), so the caller must
-// not touch it again. Looks under CommUse, which that init's free waits for.
+// true if that init frees it (it is told to stop here) or freed it already,
+// so the caller must not touch it again. Looks under a pin, which that
+// init's free waits for (and which is gone before the caller's own free).
 bool leftToItsInit(ncclComm* comm) {
-  accl::CommUse use(comm);
+  const auto use = accl::CommUse::ifLive(comm);
+  if (!use) return true;  // its init failed and freed it since the caller's check
   int running = kInitRunning;
   if (comm->initOwner.compare_exchange_strong(running, kInitAborted)) {
     comm->abortFlag.store(1);
@@ -243,6 +245,9 @@ extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int*
     for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
     ncclUniqueId id;
     NCCLCHECK(pncclGetUniqueId(&id));
+    // Inside the caller's group the inits stay queued there after a failure:
+    // that group's end fails them, and the caller destroys the communicators.
+    const bool callersGroup = accl::groupActive();
     NCCLCHECK(accl::groupStart());
     ncclResult_t first = ncclSuccess;
     for (int i = 0; i < ndev; ++i) {
@@ -251,7 +256,7 @@ extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int*
     }
     ncclResult_t r = accl::groupEnd();
     if (first == ncclSuccess) first = r;
-    if (first != ncclSuccess) {
+    if (first != ncclSuccess && !callersGroup) {
       for (int i = 0; i < ndev; ++i) {
         if (comms[i]) accl::commFree(comms[i]);
         comms[i] = nullptr;

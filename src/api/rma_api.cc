@@ -32,7 +32,7 @@ ncclResult_t checkUsable(ncclComm* comm, const char* fn) {
 }
 
 ncclResult_t checkWindow(ncclComm* comm, const ncclWindow_vidmem* win, const char* fn) {
-  if (!win || !accl::rmaWindowLive(win) || win->comm != comm) {
+  if (!win || !accl::rmaWindowOf(win, &comm)) {  // the caller pinned comm
     WARN("%s: %p is not a live window of this communicator (ncclCommWindowRegister makes them)", fn,
          static_cast<const void*>(win));
     return ncclInvalidArgument;
@@ -147,7 +147,13 @@ NCCL_API_ALIAS(ncclWinGetUserPtr)
 extern "C" ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t win, size_t offset, int peer, void** outPtr) {
   ACCL_API_GUARD_BEGIN
   const char* fn = "ncclGetPeerDevicePointer";
-  if (!win || !accl::rmaWindowLive(win)) {
+  // Its communicator, pinned before the window is read (its destroy on
+  // another thread frees the windows once the pins are gone), then the window
+  // looked up again: it may have gone in between.
+  ncclComm* owner = nullptr;
+  const bool found = win && accl::rmaWindowOf(win, &owner);
+  const auto use = accl::CommUse::ifLive(found ? owner : nullptr);
+  if (!use || !accl::rmaWindowOf(win, &owner)) {
     WARN("%s: %p is not a live window (ncclCommWindowRegister makes them; deregistering frees them)", fn,
          static_cast<const void*>(win));
     return ncclInvalidArgument;

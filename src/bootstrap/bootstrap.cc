@@ -36,11 +36,12 @@ ncclResult_t randomBytes(uint8_t* out, size_t n) {
 
 // The hello's fields, all other bytes zero; sealHello (after any other field
 // is set) adds the nonce and the MAC.
-Hello makeHello(Purpose p, int rank, int nranks, int tag) {
+Hello makeHello(Purpose p, int rank, int nranks, int tag, int32_t to) {
   Hello h;
   memset(&h, 0, sizeof(h));
   h.magic = kHelloMagic;
   h.purpose = p;
+  h.to = to;
   h.rank = rank;
   h.nranks = nranks;
   h.tag = tag;
@@ -95,7 +96,7 @@ void releaseRoot(const UniqueIdLayout& id) {
   Deadline dl(nullptr, 5);
   if (socketConnect(id.root, dl, &fd) != ncclSuccess) return;
   FdGuard g(fd);
-  Hello h = makeHello(Purpose::Root, 0, 0, 0);
+  Hello h = makeHello(Purpose::Root, 0, 0, 0, kToRoot);
   if (sealHello(h, id.secret) == ncclSuccess) (void)socketSend(fd, &h, sizeof(h), dl);
 }
 
@@ -121,7 +122,7 @@ ncclResult_t Bootstrap::init(const UniqueIdLayout& id, int rank, int nranks,
   netif_ = ifs[0];
   NCCLCHECK(socketListen(netif_.addr, &listenFd_, &listenAddr_));
   gateName_ = "rank " + std::to_string(rank);
-  gate_ = std::make_unique<HelloGate>(listenFd_, secret_, gateName_.c_str());
+  gate_ = std::make_unique<HelloGate>(listenFd_, secret_, gateName_.c_str(), rank);
   if (rank == 0 && id.fromCommId) {
     // NCCL_COMM_ID: rank 0 hosts the root at the fixed address (an id made
     // otherwise, a split's, has its root running already).
@@ -166,7 +167,7 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
     return r;
   }
   FdGuard g(fd);
-  Hello h = makeHello(Purpose::Root, rank_, nranks_, 0);
+  Hello h = makeHello(Purpose::Root, rank_, nranks_, 0, kToRoot);
   h.addr = listenAddr_;
   NCCLCHECK(sealHello(h, secret_));
   NCCLCHECK(socketSend(fd, &h, sizeof(h), deadline()));
@@ -201,6 +202,8 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
                ? static_cast<ncclResult_t>(code) : ncclRemoteError;
   }
   peers_ = std::move(table);
+  bootstrapSession(peers_.data(), peers_.size(), session_);
+  gate_->setSession(session_);
   return ncclSuccess;
 }
 
@@ -208,7 +211,8 @@ ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd)
   int s;
   NCCLCHECK(socketConnect(peers_[peer], deadline(), &s));
   FdGuard g(s);
-  Hello h = makeHello(purpose, rank_, nranks_, tag);
+  Hello h = makeHello(purpose, rank_, nranks_, tag, peer);
+  memcpy(h.session, session_, kSessionBytes);
   NCCLCHECK(sealHello(h, secret_));
   NCCLCHECK(socketSend(s, &h, sizeof(h), deadline()));
   *fd = g.release();

@@ -59,6 +59,7 @@ class Bootstrap {
   std::atomic<int> nextFd_{-1}, prevFd_{-1};  // shutdownAll may read them while init sets them
   SockAddr listenAddr_ = {};
   std::vector<SockAddr> peers_;
+  uint8_t session_[kSessionBytes] = {};  // bootstrapSession of peers_
   std::string gateName_;
   std::unique_ptr<HelloGate> gate_;  // reads the hellos of connections to listenFd_
   std::shared_ptr<RootStop> rootStop_;  // rank 0 of NCCL_COMM_ID: ends its root's wait

@@ -58,6 +58,12 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
         close(p.fd);
         continue;
       }
+      if (p.hello.to != self_ || memcmp(p.hello.session, session_, kSessionBytes) != 0) {
+        INFO(kBootstrap, "%s: dropped a connection whose hello was meant for another listener or communicator",
+             who_);
+        close(p.fd);
+        continue;
+      }
       std::array<uint8_t, kNonceBytes> nonce;
       memcpy(nonce.data(), p.hello.nonce, kNonceBytes);
       if (!seen_.insert(nonce).second) {

@@ -22,7 +22,12 @@ class HelloGate {
  public:
   static constexpr int kHelloSeconds = 5;
 
-  HelloGate(int listenFd, const uint8_t* secret, const char* who) : listenFd_(listenFd), secret_(secret), who_(who) {}
+  // `self`: the rank whose listener it is, or kToRoot; hellos must be for it.
+  HelloGate(int listenFd, const uint8_t* secret, const char* who, int32_t self = kToRoot)
+      : listenFd_(listenFd), secret_(secret), who_(who), self_(self) {}
+  // The communicator's session, which hellos to a rank must carry (the root's
+  // carry none); known once the rendezvous is over.
+  void setSession(const uint8_t session[kSessionBytes]) { memcpy(session_, session, kSessionBytes); }
   ~HelloGate();
   HelloGate(const HelloGate&) = delete;
   HelloGate& operator=(const HelloGate&) = delete;
@@ -45,6 +50,8 @@ class HelloGate {
   int listenFd_;
   const uint8_t* secret_;
   const char* who_;  // for INFO lines: "bootstrap root", "rank 3"
+  int32_t self_;
+  uint8_t session_[kSessionBytes] = {};
   std::vector<Pending> pending_;
   std::set<std::array<uint8_t, kNonceBytes>> seen_;  // the nonces of the hellos handed on
 };

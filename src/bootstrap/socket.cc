@@ -115,7 +115,8 @@ ncclResult_t socketListen(const SockAddr& addr, int* fd, SockAddr* bound) {
     WARN("listen on %s failed: %s", addrToString(addr).c_str(), strerror(errno));
     return ncclSystemError;
   }
-  SockAddr b = {};
+  SockAddr b;
+  memset(&b, 0, sizeof(b));  // every byte: hellos carry it under their MAC
   socklen_t len = sizeof(b);
   getsockname(s.get(), &b.sa, &len);
   NCCLCHECK(setNonBlocking(s.get()));

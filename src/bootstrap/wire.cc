@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "core/debug.h"
@@ -32,6 +33,14 @@ bool helloValid(const Hello& h, const uint8_t* secret) {
   uint8_t mac[kMacBytes];
   hmacSha256(secret, kSecretBytes, &h, offsetof(Hello, mac), mac);
   return secretEqual(mac, h.mac);
+}
+
+void bootstrapSession(const SockAddr* table, size_t entries, uint8_t out[kSessionBytes]) {
+  Sha256 h;
+  h.update(table, entries * sizeof(SockAddr));
+  uint8_t full[kSha256Bytes];
+  h.final(full);
+  memcpy(out, full, kSessionBytes);
 }
 
 void rootProof(const uint8_t* secret, const uint8_t* nonce, const RootReply& reply, const SockAddr* table,

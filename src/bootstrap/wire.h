@@ -30,16 +30,23 @@ enum class Purpose : uint32_t { Root = 1, Ring = 2, Data = 3, Shrink = 4 };
 constexpr int kNonceBytes = 16;
 constexpr int kMacBytes = 32;
 
+constexpr int kSessionBytes = 8;
+constexpr int32_t kToRoot = -1;
+
+// Every field is covered by the MAC, so a hello taken off the wire is good
+// only for the gate it was meant for (`to`, `session`), and only once there
+// (the gate keeps the nonces it took).
 struct Hello {
   uint32_t magic;
   Purpose purpose;
   int32_t rank;
   int32_t nranks;
-  int32_t tag;    // which connection between the same pair (ring, channel, ...)
-  int32_t pad;
-  SockAddr addr;  // the sender's bootstrap listener (Purpose::Root only)
-  uint8_t nonce[kNonceBytes];  // random: the same hello twice is a replay
-  uint8_t mac[kMacBytes];      // HMAC-SHA256(secret, every byte before it): sealHello
+  int32_t tag;  // which connection between the same pair (ring, channel, ...)
+  int32_t to;   // the rank it is for, or kToRoot
+  uint8_t session[kSessionBytes];  // the communicator's (bootstrapSession); zero for the root
+  SockAddr addr;                   // the sender's bootstrap listener (Purpose::Root only)
+  uint8_t nonce[kNonceBytes];      // random: the same hello twice is a replay
+  uint8_t mac[kMacBytes];          // HMAC-SHA256(secret, every byte before it): sealHello
 };
 
 // The root's answer to each rank: status, then (on success) every rank's
@@ -61,6 +68,10 @@ inline bool secretEqual(const uint8_t* a, const uint8_t* b) {
 ncclResult_t sealHello(Hello& h, const uint8_t* secret);
 // The magic is right and the MAC verifies with `secret`.
 bool helloValid(const Hello& h, const uint8_t* secret);
+// A communicator's session: the first bytes of a SHA-256 of the root's table
+// of listeners, which every rank has after the rendezvous and which differs
+// from one communicator (and one job) to the next.
+void bootstrapSession(const SockAddr* table, size_t entries, uint8_t out[kSessionBytes]);
 // The MAC the root sends after its reply to the rank whose hello carried
 // `nonce` (and after the table, which is empty for a refusal).
 void rootProof(const uint8_t* secret, const uint8_t* nonce, const RootReply& reply, const SockAddr* table,

@@ -72,9 +72,12 @@ void retire(ncclWindow_vidmem* w) {
 
 }  // namespace
 
-bool rmaWindowLive(const ncclWindow_vidmem* win) {
+bool rmaWindowOf(const ncclWindow_vidmem* win, ncclComm** comm) {
   std::lock_guard<std::mutex> lock(liveMu);
-  return live().count(win) > 0;
+  if (!live().count(win)) return false;
+  if (*comm && win->comm != *comm) return false;
+  *comm = win->comm;
+  return true;
 }
 
 class Rma {

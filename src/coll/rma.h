@@ -80,9 +80,11 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, int index, size_t offset, const v
                      const char* opName);
 // `win` is a registered window of this communicator (compares pointers only).
 bool rmaHasWindow(ncclComm* comm, const ncclWindow_vidmem* win);
-// `win` is a window some communicator handed out and has not freed (compares
-// pointers only: safe on any value).
-bool rmaWindowLive(const ncclWindow_vidmem* win);
+// `win` is a window some communicator handed out and has not freed (looked up
+// by its value: safe on any pointer), and of *comm if that is set; *comm is
+// then its communicator. Reading the window afterwards needs that
+// communicator pinned (its destroy frees its windows after the pins go).
+bool rmaWindowOf(const ncclWindow_vidmem* win, ncclComm** comm);
 // The device windows' state (NULL until a device window is registered).
 RmaDev* rmaDevOf(const ncclComm* comm);
 // Host direct collectives (coll/host_direct.h): rank `rank`'s part of window

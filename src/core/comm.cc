@@ -43,7 +43,7 @@ bool peerInfoValid(PeerInfo& p, int index, std::string* why) {
   if (p.deviceMode != 0 && p.deviceMode != 1) return bad("deviceMode", p.deviceMode);
   if (p.hostDirect != 0 && p.hostDirect != 1) return bad("hostDirect", p.hostDirect);
   if (p.pid <= 0) return bad("pid", p.pid);
-  if (p.cudaDev < -1) return bad("cudaDev", p.cudaDev);
+  if (p.cudaDev < -1 || (p.deviceMode && p.cudaDev < 0)) return bad("cudaDev", p.cudaDev);
   // The FIFO slots: whole pages from 4 KiB to 1 GiB (slotBytesParam), which
   // every rank sizes its FIFOs by.
   if (p.slotBytes < 4096 || p.slotBytes > (1u << 30) || p.slotBytes % 4096 != 0) return bad("slotBytes", p.slotBytes);

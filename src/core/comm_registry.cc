@@ -74,16 +74,20 @@ struct ThreadPins {
   PinSlots* slots;
   const ncclComm* lastValid;
   uint64_t lastGeneration;
+  bool exiting;  // its slot went back: a call from a later thread_local destructor counts in inFlight
 };
-thread_local ThreadPins mine = {nullptr, nullptr, 0};
+thread_local ThreadPins mine = {nullptr, nullptr, 0, false};
 
-// The thread's slots, claimed at its first pin and handed on when it exits.
+// The thread's slot, claimed at its first pin and handed on when it exits;
+// nullptr after that.
 PinSlots* slotsOf(ThreadPins& t) {
-  if (!t.slots) {
+  if (!t.slots && !t.exiting) {
     t.slots = claimSlots();
     struct HandOn {
       ~HandOn() {
+        mine.exiting = true;
         if (mine.slots) mine.slots->taken.store(false);
+        mine.slots = nullptr;
       }
     };
     static thread_local HandOn atExit;
@@ -142,33 +146,34 @@ CommPin commPin(const ncclComm* comm) {
   CommPin pin;
   if (!comm) return pin;
   ThreadPins& t = mine;
-  std::atomic<const ncclComm*>& slot = slotsOf(t)->pinning;
-  const ncclComm* held = slot.load(std::memory_order_relaxed);
-  if (held == comm) {  // an outer scope of this thread pins it, until after this one
+  PinSlots* slots = slotsOf(t);
+  std::atomic<const ncclComm*>* slot = slots ? &slots->pinning : nullptr;
+  const ncclComm* held = slot ? slot->load(std::memory_order_relaxed) : nullptr;
+  if (slot && held == comm) {  // an outer scope of this thread pins it, until after this one
     pin.live = true;
     return pin;
   }
-  if (!held && comm == t.lastValid) {
-    slot.store(comm, std::memory_order_relaxed);
+  if (slot && !held && comm == t.lastValid) {
+    slot->store(comm, std::memory_order_relaxed);
     lightBarrier();
     if (t.lastGeneration == registryGeneration.load(std::memory_order_relaxed)) {
       pin.live = true;
-      pin.slot = &slot;
+      pin.slot = slot;
       return pin;
     }
-    slot.store(nullptr, std::memory_order_relaxed);  // one left meanwhile, perhaps this one: ask the registry
+    slot->store(nullptr, std::memory_order_relaxed);  // one left meanwhile, perhaps this one: ask the registry
   }
   std::lock_guard<std::mutex> g(registryMu());
   if (!registeredLocked(comm)) return pin;
   t.lastValid = comm;
   t.lastGeneration = registryGeneration.load(std::memory_order_relaxed);
   pin.live = true;
-  if (!held) {
-    slot.store(comm, std::memory_order_relaxed);  // the unregistering side takes this lock first
-    pin.slot = &slot;
+  if (slot && !held) {
+    slot->store(comm, std::memory_order_relaxed);  // the unregistering side takes this lock first
+    pin.slot = slot;
   } else {
     ncclComm* c = const_cast<ncclComm*>(comm);
-    c->inFlight.fetch_add(1);  // the thread's slot pins another communicator
+    c->inFlight.fetch_add(1);  // the thread's slot pins another communicator, or is gone
     pin.counted = c;
   }
   return pin;

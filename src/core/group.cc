@@ -192,6 +192,8 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   // Per communicator the operations run one after another; communicators run in parallel.
   std::map<ncclComm*, double> perComm;
   for (const CollArgs& a : g.colls) {
+    const auto use = CommUse::ifLive(a.comm);  // another thread may have destroyed it since the call was queued
+    if (!use) continue;
     Algo algo = isP2p(a.kind) ? Algo::Ring : chooseAlgo(a);
     if (algo == Algo::Default) algo = Algo::Ring;
     perComm[a.comm] += predictUs(a.kind, algo, a.count * typeSize(a.type), a.comm->nranks, a.comm->nhosts);

@@ -1,11 +1,11 @@
 #include "core/mode.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <strings.h>
 
 #include <atomic>
-#include <mutex>
 
-#include "core/fork_safe.h"
 #include "core/param.h"
 
 #ifdef ACCL_HAVE_CUDA
@@ -16,13 +16,19 @@ namespace accl {
 
 namespace {
 
-// fork() waits for a probe in progress: a child that probed again could wait
-// forever on the CUDA runtime's lock, taken by a thread the child lacks.
-std::mutex probeMu;
-std::mutex& probeLock() { return probeMu; }
-const HeldAcrossFork<probeLock> probeFreeAtFork;
 ModeInfo* const probed = new ModeInfo();  // made at load; never destroyed (destroys may run at exit)
-std::atomic<bool> done{false};
+std::atomic<const ModeInfo*> result{nullptr};
+std::atomic<bool> probing{false};
+
+// A child forked while another thread probed CUDA does not probe again: that
+// thread, which the child lacks, may hold the CUDA runtime's lock for good.
+// (No lock of ours is held across the probe: CUDA may load libraries and
+// register fork handlers meanwhile.)
+const ModeInfo* const forkedInProbe = new ModeInfo{
+    false, 0, "host: this process was forked while another of its threads probed CUDA"};
+const int probeAtFork = pthread_atfork(nullptr, nullptr, [] {
+  if (probing.load() && !result.load()) result.store(forkedInProbe);
+});
 
 void probe(const char* mode, ModeInfo& info) {
 #ifdef ACCL_HAVE_CUDA
@@ -59,14 +65,16 @@ void probe(const char* mode, ModeInfo& info) {
 }  // namespace
 
 const ModeInfo& queryMode() {
-  if (done.load(std::memory_order_acquire)) return *probed;
-  const char* mode = paramString(Param::Mode);  // before probeMu, which takes no other lock of ours
-  std::lock_guard<std::mutex> lock(probeMu);
-  if (!done.load(std::memory_order_relaxed)) {
+  if (const ModeInfo* r = result.load(std::memory_order_acquire)) return *r;
+  const char* mode = paramString(Param::Mode);
+  bool first = false;
+  if (probing.compare_exchange_strong(first, true)) {
     probe(mode, *probed);
-    done.store(true, std::memory_order_release);
+    result.store(probed, std::memory_order_release);
   }
-  return *probed;
+  const ModeInfo* r;
+  while (!(r = result.load(std::memory_order_acquire))) sched_yield();  // another thread probes
+  return *r;
 }
 
 }  // namespace accl

@@ -19,6 +19,10 @@
  *   6. Grouped inits of a blocking and a non-blocking communicator: the
  *      second is refused with ncclInvalidUsage, which fails the group (as
  *      NCCL: a group may not mix them), and both report the error.
+ *   7. The same with ncclCommInitAll (blocking) after a non-blocking init in
+ *      the caller's group: its communicators stay queued in that group,
+ *      which fails them (they were freed at once before, and the group's end
+ *      then freed them again).
  * Prints "OK" at the end. */
 #define _POSIX_C_SOURCE 200809L
 #include <nccl.h>
@@ -115,6 +119,20 @@ int main(void) {
     CHECK(mixed[i] && ncclCommGetAsyncError(mixed[i], &async) == ncclSuccess && async == ncclInvalidUsage,
           "the mixed group's communicator %d reports %d", i, async);
     CHECK(ncclCommDestroy(mixed[i]) == ncclSuccess, "destroy the mixed group's communicator %d", i);
+  }
+  ncclComm_t lone = NULL, all[2] = {NULL, NULL};
+  CHECK(ncclGetUniqueId(&ids[0]) == ncclSuccess, "unique id");
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(ncclCommInitRankConfig(&lone, 1, ids[0], 0, &nonblocking) == ncclSuccess, "queued non-blocking init");
+  r = ncclCommInitAll(all, 2, NULL);
+  CHECK(r == ncclInvalidUsage, "ncclCommInitAll in a non-blocking group returned %d", r);
+  r = ncclGroupEnd();
+  CHECK(r == ncclInvalidUsage, "the group of the refused ncclCommInitAll returned %d", r);
+  ncclComm_t made[3] = {lone, all[0], all[1]};
+  for (int i = 0; i < 3; ++i) {
+    CHECK(made[i] && ncclCommGetAsyncError(made[i], &async) == ncclSuccess && async == ncclInvalidUsage,
+          "communicator %d of the refused group reports %d", i, async);
+    CHECK(ncclCommDestroy(made[i]) == ncclSuccess, "destroy communicator %d of the refused group", i);
   }
   printf("OK\n");
   return 0;

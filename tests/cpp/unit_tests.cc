@@ -127,6 +127,7 @@ TEST(hello_gate_keeps_a_waiting_hello) {
     h[r].magic = kHelloMagic;
     h[r].purpose = Purpose::Data;
     h[r].rank = r;
+    h[r].to = kToRoot;  // the gate below serves no rank
     CHECK_EQ(sealHello(h[r], secret), ncclSuccess);
   }
   int clients[2];
@@ -150,8 +151,9 @@ TEST(hello_gate_keeps_a_waiting_hello) {
 }
 
 // A hello proves the secret without carrying it: a wrong secret, a changed
-// field or a replay of a hello the gate took is dropped, and a sealed hello
-// holds no copy of the secret.
+// field, a hello meant for another rank or another communicator, or a replay
+// of a hello the gate took is dropped, and a sealed hello holds no copy of
+// the secret.
 TEST(hello_mac_and_replay) {
   SockAddr any;
   CHECK(parseAddr("127.0.0.1:1", &any));
@@ -162,11 +164,14 @@ TEST(hello_mac_and_replay) {
   uint8_t secret[kSecretBytes], other[kSecretBytes];
   for (int i = 0; i < kSecretBytes; ++i) secret[i] = static_cast<uint8_t>(i + 1), other[i] = secret[i];
   other[5] ^= 1;
+  uint8_t session[kSessionBytes] = {9, 8, 7};
   Hello good = {};
   good.magic = kHelloMagic;
   good.purpose = Purpose::Data;
   good.rank = 1;
   good.nranks = 2;
+  good.to = 0;  // the gate below is rank 0's
+  memcpy(good.session, session, kSessionBytes);
   CHECK_EQ(sealHello(good, secret), ncclSuccess);
   CHECK(helloValid(good, secret));
   CHECK(!helloValid(good, other));
@@ -177,18 +182,27 @@ TEST(hello_mac_and_replay) {
   CHECK(!helloValid(forged, secret));
   Hello wrongKey = good;
   CHECK_EQ(sealHello(wrongKey, other), ncclSuccess);
-  // Sent in order: wrong key, forged, good, the good one replayed, then a fresh one.
+  Hello elsewhere = good;  // sealed right, but for rank 1's listener
+  elsewhere.to = 1;
+  CHECK_EQ(sealHello(elsewhere, secret), ncclSuccess);
+  Hello otherComm = good;  // sealed right, but another communicator's
+  otherComm.session[0] ^= 1;
+  CHECK_EQ(sealHello(otherComm, secret), ncclSuccess);
+  // Sent in order: wrong key, forged, for another rank, for another
+  // communicator, good, the good one replayed, then a fresh one.
   Hello fresh = good;
   fresh.rank = 0;
   CHECK_EQ(sealHello(fresh, secret), ncclSuccess);
-  const Hello sent[] = {wrongKey, forged, good, good, fresh};
-  int clients[5];
-  for (int i = 0; i < 5; ++i) {
+  const Hello sent[] = {wrongKey, forged, elsewhere, otherComm, good, good, fresh};
+  const int n = sizeof(sent) / sizeof(sent[0]);
+  int clients[n];
+  for (int i = 0; i < n; ++i) {
     CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &clients[i]), ncclSuccess);
     CHECK_EQ(socketSend(clients[i], &sent[i], sizeof(Hello), Deadline(nullptr, 5)), ncclSuccess);
   }
   {
-    HelloGate gate(listenFd, secret, "test");
+    HelloGate gate(listenFd, secret, "test", 0);
+    gate.setSession(session);
     std::vector<int> ranks;
     for (int k = 0; k < 2; ++k) {
       int fd = -1;
@@ -269,6 +283,7 @@ TEST(bootstrap_root_strangers) {
   h.purpose = Purpose::Root;
   h.rank = 0;
   h.nranks = -1;
+  h.to = kToRoot;
   CHECK_EQ(sealHello(h, id.secret), ncclSuccess);
   CHECK_EQ(socketSend(bad, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
   RootReply reply{};
@@ -312,8 +327,10 @@ TEST(peer_info_checks) {
       {[](PeerInfo& q) { q.hostDirect = -1; }, "hostDirect = -1"},
       {[](PeerInfo& q) { q.pid = 0; }, "pid = 0"},
       {[](PeerInfo& q) { q.cudaDev = -5; }, "cudaDev = -5"},
-      {[](PeerInfo& q) { q.deviceMode = 1; q.smCount = 0; }, "smCount = 0"},
-      {[](PeerInfo& q) { q.deviceMode = 1; q.smCount = 132; q.wantChannels = -1; }, "wantChannels = -1"},
+      {[](PeerInfo& q) { q.deviceMode = 1; q.smCount = 132; }, "cudaDev = -1"},  // device mode names its device
+      {[](PeerInfo& q) { q.deviceMode = 1; q.cudaDev = 0; q.smCount = 0; }, "smCount = 0"},
+      {[](PeerInfo& q) { q.deviceMode = 1; q.cudaDev = 0; q.smCount = 132; q.wantChannels = -1; },
+       "wantChannels = -1"},
   };
   for (const Case& c : cases) {
     p = good;

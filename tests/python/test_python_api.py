@@ -271,6 +271,11 @@ def test_config_rejects_wrong_types_by_name(config, match):
         accl.Communicator(1, accl.get_unique_id(), 0, config=config)
 
 
+def test_config_rejects_an_int_that_does_not_fit():
+    with pytest.raises(ValueError, match="field 'max_ctas' does not fit in a C int"):
+        accl.Communicator(1, accl.get_unique_id(), 0, config={"max_ctas": 1 << 40})
+
+
 @pytest.mark.parametrize("op", [True, False, 1.0, np.float32(0), None, b"sum"])
 def test_reduction_op_rejects_flags_floats_and_bytes(comm1, op):
     # True and 1.0 were accepted as PROD, False and 0.0 as SUM
