@@ -2,6 +2,7 @@
 // shrink, grow, revoke, suspend/resume, queries, finalize, destroy and abort.
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include <vector>
 
@@ -56,7 +57,8 @@ T configValue(nb::handle value, const std::string& field, const char* want) {
   T out{};
   if (nb::try_cast(value, out)) return out;
   const std::string type = nb::cast<std::string>(nb::str(value.type().attr("__name__")));
-  if (type == "int") throw nb::value_error(("ncclConfig_t field '" + field + "' does not fit in a C int").c_str());
+  if (std::is_same<T, int>::value && type == "int")
+    throw nb::value_error(("ncclConfig_t field '" + field + "' does not fit in a C int").c_str());
   throw nb::type_error(("ncclConfig_t field '" + field + "' must be " + want + ", not " + type).c_str());
 }
 
