@@ -112,15 +112,21 @@ TEST(parse_addr) {
   CHECK(parseAddr("127.0.0.1:65535", &a));
 }
 
-// A valid hello that came while nobody asked the gate (it returned another
-// connection first) is still handed on after the 5 s a silent stranger gets.
-TEST(hello_gate_keeps_a_waiting_hello) {
+// A listener on a free port of 127.0.0.1 (its address in *bound).
+int listenOnLoopback(SockAddr* bound) {
   SockAddr any;
   CHECK(parseAddr("127.0.0.1:1", &any));
   any.sin.sin_port = 0;
-  int listenFd = -1;
+  int fd = -1;
+  CHECK_EQ(socketListen(any, &fd, bound), ncclSuccess);
+  return fd;
+}
+
+// A valid hello that came while nobody asked the gate (it returned another
+// connection first) is still handed on after the 5 s a silent stranger gets.
+TEST(hello_gate_keeps_a_waiting_hello) {
   SockAddr bound;
-  CHECK_EQ(socketListen(any, &listenFd, &bound), ncclSuccess);
+  const int listenFd = listenOnLoopback(&bound);
   uint8_t secret[kSecretBytes] = {7};
   Hello h[2] = {};
   for (int r = 0; r < 2; ++r) {
@@ -155,12 +161,8 @@ TEST(hello_gate_keeps_a_waiting_hello) {
 // of a hello the gate took is dropped, and a sealed hello holds no copy of
 // the secret.
 TEST(hello_mac_and_replay) {
-  SockAddr any;
-  CHECK(parseAddr("127.0.0.1:1", &any));
-  any.sin.sin_port = 0;
-  int listenFd = -1;
   SockAddr bound;
-  CHECK_EQ(socketListen(any, &listenFd, &bound), ncclSuccess);
+  const int listenFd = listenOnLoopback(&bound);
   uint8_t secret[kSecretBytes], other[kSecretBytes];
   for (int i = 0; i < kSecretBytes; ++i) secret[i] = static_cast<uint8_t>(i + 1), other[i] = secret[i];
   other[5] ^= 1;
@@ -229,15 +231,11 @@ TEST(hello_mac_and_replay) {
 TEST(root_must_prove_the_secret) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   for (int32_t status : {static_cast<int32_t>(ncclSuccess), static_cast<int32_t>(ncclInvalidUsage)}) {
-    SockAddr any;
-    CHECK(parseAddr("127.0.0.1:1", &any));
-    any.sin.sin_port = 0;
-    int listenFd = -1;
     UniqueIdLayout id{};
     id.magic = kIdMagic;
     id.version = 1;
     for (int i = 0; i < kSecretBytes; ++i) id.secret[i] = static_cast<uint8_t>(3 * i + 1);
-    CHECK_EQ(socketListen(any, &listenFd, &id.root), ncclSuccess);
+    const int listenFd = listenOnLoopback(&id.root);
     std::thread impostor([listenFd, status] {
       int fd = -1;
       if (socketAccept(listenFd, Deadline(nullptr, 10), &fd) != ncclSuccess) return;
