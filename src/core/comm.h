@@ -170,9 +170,10 @@ bool peerInfoValid(PeerInfo& p, int index, std::string* why);
 
 // The comm handle is one we made and is still alive (not destroyed).
 bool commValid(const ncclComm* comm);
-// A pin on a live communicator: a slot of the calling thread that names it,
-// or (where the thread's slots are all taken) a count in its inFlight; or
-// neither, where the thread pins it already. commFree waits for both.
+// A pin on a live communicator: the calling thread's slot naming it, or
+// (where that slot names another communicator, or the thread is exiting) a
+// count in its inFlight; or neither, where the thread pins it already.
+// commFree waits for both.
 struct CommPin {
   bool live = false;
   std::atomic<const ncclComm*>* slot = nullptr;

@@ -124,8 +124,14 @@ void heavyBarrier() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-// Under registryMu.
-bool registeredLocked(const ncclComm* comm) { return registry().count(comm) && comm->magic == kCommMagic; }
+// Under registryMu: `comm` is registered, and then this thread remembers it
+// with the generation now.
+bool registeredLocked(ThreadPins& t, const ncclComm* comm) {
+  if (!registry().count(comm) || comm->magic != kCommMagic) return false;
+  t.lastValid = comm;
+  t.lastGeneration = registryGeneration.load(std::memory_order_relaxed);
+  return true;
+}
 
 }  // namespace
 
@@ -136,10 +142,7 @@ bool commValid(const ncclComm* comm) {
   ThreadPins& t = mine;
   if (comm == t.lastValid && t.lastGeneration == registryGeneration.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> g(registryMu());
-  if (!registeredLocked(comm)) return false;
-  t.lastValid = comm;
-  t.lastGeneration = registryGeneration.load(std::memory_order_relaxed);
-  return true;
+  return registeredLocked(t, comm);
 }
 
 CommPin commPin(const ncclComm* comm) {
@@ -164,9 +167,7 @@ CommPin commPin(const ncclComm* comm) {
     slot->store(nullptr, std::memory_order_relaxed);  // one left meanwhile, perhaps this one: ask the registry
   }
   std::lock_guard<std::mutex> g(registryMu());
-  if (!registeredLocked(comm)) return pin;
-  t.lastValid = comm;
-  t.lastGeneration = registryGeneration.load(std::memory_order_relaxed);
+  if (!registeredLocked(t, comm)) return pin;
   pin.live = true;
   if (slot && !held) {
     slot->store(comm, std::memory_order_relaxed);  // the unregistering side takes this lock first
