@@ -37,6 +37,16 @@ bool HelloGate::readHello(size_t i) {
   }
 }
 
+const char* HelloGate::refusal(const Hello& h) {
+  if (!helloValid(h, secret_)) return "sent a hello not sealed with the unique id's secret";
+  if (h.to != self_ || memcmp(h.session, session_, kSessionBytes) != 0)
+    return "sent a hello meant for another listener or communicator";
+  std::array<uint8_t, kNonceBytes> nonce;
+  memcpy(nonce.data(), h.nonce, kNonceBytes);
+  if (!seen_.insert(nonce).second) return "replayed a hello already received";
+  return nullptr;
+}
+
 ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
   std::vector<pollfd> polled;
   for (;;) {
@@ -51,28 +61,13 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
     // the indices of those not yet looked at).
     for (size_t i = pending_.size(); i-- > 0;) {
       if (!readHello(i)) continue;
-      const Pending p = pending_[i];
+      if (const char* why = refusal(pending_[i].hello)) {
+        drop(i, why);
+        continue;
+      }
+      *fd = pending_[i].fd;
+      *hello = pending_[i].hello;
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-      if (!helloValid(p.hello, secret_)) {
-        INFO(kBootstrap, "%s: dropped a connection whose hello is not sealed with the unique id's secret", who_);
-        close(p.fd);
-        continue;
-      }
-      if (p.hello.to != self_ || memcmp(p.hello.session, session_, kSessionBytes) != 0) {
-        INFO(kBootstrap, "%s: dropped a connection whose hello was meant for another listener or communicator",
-             who_);
-        close(p.fd);
-        continue;
-      }
-      std::array<uint8_t, kNonceBytes> nonce;
-      memcpy(nonce.data(), p.hello.nonce, kNonceBytes);
-      if (!seen_.insert(nonce).second) {
-        INFO(kBootstrap, "%s: dropped a connection that replayed a hello already received", who_);
-        close(p.fd);
-        continue;
-      }
-      *fd = p.fd;
-      *hello = p.hello;
       return ncclSuccess;
     }
     // Strangers silent for too long go; the soonest of them bounds the wait.

@@ -46,6 +46,9 @@ class HelloGate {
   void drop(size_t i, const char* why);
   // Reads what pending[i] has sent; true when its Hello is complete.
   bool readHello(size_t i);
+  // Why a complete hello is refused, or nullptr: it is taken (its nonce is
+  // then remembered).
+  const char* refusal(const Hello& h);
 
   int listenFd_;
   const uint8_t* secret_;
