@@ -33,6 +33,7 @@ from ._paths import include_dir, lib_dir, library_path
 from ._dtypes import numpy_dtype
 from . import tuner
 from ._group import Group, group, simulate
+from ._params import dump_params, params
 from .communicator import (
     SPLIT_NOCOLOR,
     UNIQUE_ID_BYTES,
@@ -82,6 +83,7 @@ __all__ = [
     "group",
     "mem_alloc",
     "numpy_dtype",
+    "params",
     "simulate",
     "tuner",
     "InProgressError",
@@ -97,6 +99,7 @@ __all__ = [
     "UNIQUE_ID_BYTES",
     "UnhandledCudaError",
     "__version__",
+    "dump_params",
     "get_unique_id",
     "include_dir",
     "lib_dir",

@@ -64,6 +64,9 @@ namespace nb = nanobind;
   X(ncclGroupStart) \
   X(ncclMemAlloc) \
   X(ncclMemFree) \
+  X(ncclParamDumpAll) \
+  X(ncclParamGetAllParameterKeys) \
+  X(ncclParamGetParameter) \
   X(ncclPutSignal) \
   X(ncclRecv) \
   X(ncclRedOpCreatePreMulSum) \

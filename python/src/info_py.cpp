@@ -1,6 +1,9 @@
 // Versions, mode, constants and where the library was loaded from.
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <vector>
 
 #include "accl.h"
 #include "bindings.h"
@@ -64,6 +67,21 @@ nb::dict constants() {
   return d;
 }
 
+// NCCL's parameter API (ncclParamGetAllParameterKeys, ncclParamGetParameter).
+std::vector<std::string> paramKeys() {
+  const char** table = nullptr;
+  int n = 0;
+  check(api().ncclParamGetAllParameterKeys(&table, &n), "ncclParamGetAllParameterKeys");
+  return std::vector<std::string>(table, table + n);
+}
+
+std::string paramGet(const std::string& key) {
+  const char* value = nullptr;
+  int len = 0;
+  check(api().ncclParamGetParameter(key.c_str(), &value, &len), "ncclParamGetParameter");
+  return std::string(value, static_cast<size_t>(len));
+}
+
 }  // namespace
 
 void register_info(nb::module_& m) {
@@ -76,6 +94,10 @@ void register_info(nb::module_& m) {
         "Path of the libnccl.so.2 this module is bound to at run time.");
   m.def("c_constants", &constants, "Enum values from nccl.h, by their C names.");
   m.attr("UNIQUE_ID_BYTES") = NCCL_UNIQUE_ID_BYTES;
+  m.def("param_keys", &paramKeys, "ncclParamGetAllParameterKeys: every parameter's name.");
+  m.def("param_get", &paramGet, nb::arg("key"), "ncclParamGetParameter: a parameter's value as text.");
+  m.def("param_dump_all", []() { api().ncclParamDumpAll(); },
+        "ncclParamDumpAll: every parameter, its value and its source, on stdout.");
 }
 
 }  // namespace accl_py

@@ -13,7 +13,7 @@
 namespace accl {
 namespace {
 
-enum class Kind { Int, Str };
+enum class Kind { Int, Str, Secret };
 
 struct Def {
   const char* env;
@@ -81,6 +81,12 @@ void loadLocked(Cache& c) {
   c.loaded = true;
 }
 
+// A value as it may be shown: a secret's only as "(hidden)", when it is set.
+std::string shown(int i, const Cache& c) {
+  if (kDefs[i].kind != Kind::Secret || c.value[i].empty()) return c.value[i];
+  return "(hidden)";
+}
+
 }  // namespace
 
 std::map<std::string, std::string> parseConfText(const std::string& text) {
@@ -143,13 +149,31 @@ void resetParams() {
   c.loaded = false;
 }
 
+int paramCount() { return kCount; }
+
+int paramIndex(const char* env) {
+  for (int i = 0; i < kCount; ++i)
+    if (strcmp(kDefs[i].env, env) == 0) return i;
+  return -1;
+}
+
+const char* paramName(int i) { return kDefs[i].env; }
+
+ParamValue paramValue(int i) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  loadLocked(c);
+  if (kDefs[i].kind == Kind::Int) return {true, c.ival[i], std::to_string(c.ival[i])};
+  return {false, 0, shown(i, c)};
+}
+
 std::string dumpParams() {
   Cache& c = cache();
   std::lock_guard<std::mutex> g(c.mu);
   loadLocked(c);
   std::string out;
   for (int i = 0; i < kCount; ++i)
-    out += std::string(kDefs[i].env) + "=" + c.value[i] + " (" + c.source[i] + ")  # " + kDefs[i].doc + "\n";
+    out += std::string(kDefs[i].env) + "=" + shown(i, c) + " (" + c.source[i] + ")  # " + kDefs[i].doc + "\n";
   return out;
 }
 

@@ -18,8 +18,19 @@ enum class Param : int {
 int64_t paramInt(Param p);
 const char* paramString(Param p);  // never NULL; "" when unset and no default
 void resetParams();
-// "NAME=value (source)" for every parameter, one per line: for accl.info and NCCL_DEBUG=INFO ENV.
+// "NAME=value (source)  # meaning" for every parameter, one per line (ncclParamDumpAll).
 std::string dumpParams();
+
+// The table by position, for NCCL's parameter API (api/param_api.cc).
+int paramCount();
+int paramIndex(const char* env);  // -1: no parameter of that name (names are case-sensitive)
+const char* paramName(int i);     // "NCCL_BUFFSIZE": a literal, valid for the process's life
+struct ParamValue {
+  bool isInt;
+  int64_t ival;       // an integer parameter's value
+  std::string text;   // its value as text (integers in decimal; a secret's "(hidden)" when set)
+};
+ParamValue paramValue(int i);
 
 // Parses a nccl.conf file's text: NAME=VALUE lines, '#' comments, blank lines.
 // Later lines override earlier ones. Exposed for unit tests.

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Exported by libnccl.so.2 but declared in NCCL's device headers, not nccl.h;
+ * ACCL does not implement it yet. */
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm);
+
 static int passed = 0, failed = 0;
 
 /* Another thread's bad call, whose WARN comes after this thread's. */
@@ -86,7 +90,9 @@ int main(void) {
   expect("AllReduce(1 rank)", ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL), ncclSuccess, NULL);
   if (buf[3] != 4) { ++failed; printf("FAIL 1-rank allreduce changed the data\n"); }
   expect("CommGrow(NULL newcomm)", ncclCommGrow(comm, 2, NULL, -1, NULL, NULL), ncclInvalidArgument, "newcomm is NULL");
-  expect("ParamBind(unsupported)", ncclParamBind(NULL, "x"), ncclInvalidUsage, "ncclParamBind is not supported");
+  expect("DevCommDestroy(unsupported)", ncclDevCommDestroy(comm, NULL), ncclInvalidUsage,
+         "ncclDevCommDestroy is not supported");
+  expect("ParamBind(NULL out)", ncclParamBind(NULL, "NCCL_DEBUG"), ncclInvalidArgument, "out is NULL");
   expect("Broadcast(root 1 of 1)", ncclBroadcast(buf, buf, 4, ncclFloat, 1, comm, NULL), ncclInvalidArgument, "root 1");
   expect("Reduce(root -1)", ncclReduce(buf, buf, 4, ncclFloat, ncclSum, -1, comm, NULL), ncclInvalidArgument, "root -1");
   expect("Reduce(NULL recv at root)", ncclReduce(buf, NULL, 4, ncclFloat, ncclSum, 0, comm, NULL), ncclInvalidArgument, "recvbuff is NULL");

@@ -34,6 +34,25 @@ def test_bad_arguments_give_errors_and_warnings(c_program):
     assert all(re.match(r"^\S+:\d+:\d+ \[\d+\] \S+\.cc:\d+ NCCL WARN \S", l) for l in warns), warns[:3]
 
 
+def test_parameter_api(c_program, tmp_path):
+    """tests/c/params.c: NCCL 2.30's parameter API against the environment
+    and conf file set here; then ncclParamDumpAll's lines on stdout."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_ALGO=ring\n# a comment\nACCL_TIMEOUT = 77\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NCCL_SOCKET_FAMILY", "ACCL_DIRECT_MIN_BYTES", "NCCL_ALGO", "ACCL_TIMEOUT")}
+    env.update(NCCL_BUFFSIZE="2M", NCCL_HOSTID="hostA", NCCL_SOCKET_RETRY_CNT="-1", ACCL_PEER_CHECK_MS="abc",
+               NCCL_CONF_FILE=str(conf), ACCL_SECRET="topsecret", ACCL_MODE="host", NCCL_DEBUG="WARN")
+    p = subprocess.run([str(c_program("params"))], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0 and p.stdout.endswith("OK\n"), p.stdout + p.stderr
+    dump = p.stdout.splitlines()
+    assert "NCCL_BUFFSIZE=2M (env)" in "\n".join(dump)
+    assert any(l.startswith(f"ACCL_TIMEOUT=77 ({conf})") for l in dump), dump
+    assert any(l.startswith("ACCL_PEER_CHECK_MS=100 (env (invalid, default used))") for l in dump), dump
+    assert any(l.startswith("ACCL_SECRET=(hidden) (env)") for l in dump), dump
+    assert "topsecret" not in p.stdout + p.stderr
+
+
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 @pytest.mark.parametrize("count", [0, 1, 7, 1000003])
 def test_c_consumer_allreduce(c_program, nranks, count):

@@ -78,6 +78,32 @@ def test_versions():
     assert 23000 <= code < 23100  # NCCL API level 2.30.x
 
 
+def test_params_read_the_environment_and_hide_the_secret():
+    """accl.params through ncclParamGetAllParameterKeys/GetParameter, in a
+    process whose environment is set here (the library reads it once)."""
+    code = (
+        "import accl, json\n"
+        "p = accl.params\n"
+        "try:\n    p['NCCL_NO_SUCH']\nexcept KeyError:\n    missing = True\n"
+        "print(json.dumps({'len': len(p), 'keys': list(p), 'buff': p['NCCL_BUFFSIZE'], 'host': p['NCCL_HOSTID'],"
+        " 'secret': p['ACCL_SECRET'], 'family': p['NCCL_SOCKET_FAMILY'], 'missing': missing,"
+        " 'get': p.get(7, 'no')}))\n"
+        "accl.dump_params()\n")
+    env = dict(os.environ, NCCL_BUFFSIZE="3M", NCCL_HOSTID="hostB", ACCL_SECRET="hush")
+    env.pop("NCCL_SOCKET_FAMILY", None)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    import json
+    first, *dump = p.stdout.splitlines()
+    got = json.loads(first)
+    assert got["len"] == len(got["keys"]) >= 20 and "ACCL_TIMEOUT" in got["keys"]
+    assert (got["buff"], got["host"], got["secret"], got["family"]) == (str(3 << 20), "hostB", "(hidden)", "")
+    assert got["missing"] and got["get"] == "no"
+    assert any(l.startswith("NCCL_BUFFSIZE=3M (env)") for l in dump), dump
+    assert dump[0].startswith("=== ") and len(dump) == 1 + got["len"]
+    assert "hush" not in p.stdout + p.stderr
+
+
 def test_library_and_headers_are_packaged():
     lib = accl.library_path()
     assert os.path.basename(lib) == "libnccl.so.2" and os.path.isfile(lib)
