@@ -57,6 +57,16 @@ ncclResult_t notNull(const char* fn, const void* p, const char* what) {
   return ncclInvalidArgument;
 }
 
+// The parameter named `key`, which must be one.
+ncclResult_t lookup(const char* fn, const char* key, int* index) {
+  NCCLCHECK(notNull(fn, key, "key"));
+  *index = accl::paramIndex(key);
+  if (*index >= 0) return ncclSuccess;
+  WARN("%s: no parameter is named \"%s\" (names are case-sensitive; ncclParamGetAllParameterKeys lists them)", fn,
+       key);
+  return ncclInvalidArgument;
+}
+
 template <typename T>
 const char* typeName() {
   if (std::is_same<T, int8_t>::value) return "int8";
@@ -104,13 +114,8 @@ ncclResult_t getTyped(const char* fn, ncclParamHandle_t h, T* out) {
 
 extern "C" ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key) {
   NCCLCHECK(notNull("ncclParamBind", out, "out"));
-  NCCLCHECK(notNull("ncclParamBind", key, "key"));
-  const int i = accl::paramIndex(key);
-  if (i < 0) {
-    WARN("ncclParamBind: no parameter is named \"%s\" (names are case-sensitive; ncclParamGetAllParameterKeys "
-         "lists them)", key);
-    return ncclInvalidArgument;
-  }
+  int i = 0;
+  NCCLCHECK(lookup("ncclParamBind", key, &i));
   *out = &handles()[i];
   return ncclSuccess;
 }
@@ -173,16 +178,13 @@ NCCL_API_ALIAS(ncclParamGet)
 
 extern "C" ncclResult_t pncclParamGetParameter(const char* key, const char** value, int* valueLen) {
   ACCL_API_GUARD_BEGIN
-  NCCLCHECK(notNull("ncclParamGetParameter", key, "key"));
   NCCLCHECK(notNull("ncclParamGetParameter", value, "value"));
   NCCLCHECK(notNull("ncclParamGetParameter", valueLen, "valueLen"));
-  const int i = accl::paramIndex(key);
-  if (i < 0) {
-    WARN("ncclParamGetParameter: no parameter is named \"%s\" (names are case-sensitive; "
-         "ncclParamGetAllParameterKeys lists them)", key);
-    *value = nullptr;
+  int i = 0;
+  if (const ncclResult_t r = lookup("ncclParamGetParameter", key, &i); r != ncclSuccess) {
+    *value = nullptr;  // as NCCL's: no value, length 0
     *valueLen = 0;
-    return ncclInvalidArgument;
+    return r;
   }
   thread_local std::string text;
   text = accl::paramValue(i).text;
