@@ -9,14 +9,6 @@
 
 #define ACCL_UNSUPPORTED(name) WARN("%s is not supported by ACCL %s yet (see docs/api-status.md)", #name, acclGetVersionString())
 
-// --- communicator management (the collectives and PyTorch issues) ---
-extern "C" ncclResult_t pncclCommQueryProperties(ncclComm_t, ncclCommProperties_t*) {
-  ACCL_UNSUPPORTED(ncclCommQueryProperties);
-  return ncclInvalidUsage;
-}
-NCCL_API_ALIAS(ncclCommQueryProperties)
-
-
 // --- the device API (GPU-initiated communication) ---
 extern "C" ncclResult_t pncclDevCommCreate(ncclComm_t, ncclDevCommRequirements_t const*, ncclDevComm_t*) {
   ACCL_UNSUPPORTED(ncclDevCommCreate);

@@ -136,6 +136,7 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
   cudaDeviceProp prop;
   CUDACHECK(cudaGetDeviceProperties(&prop, comm->cudaDev), "cudaGetDeviceProperties", comm);
   me->smCount = prop.multiProcessorCount;
+  comm->nvmlDev = gpuPciIndex(prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
   me->devKey = fnv(&prop.uuid, sizeof(prop.uuid));
   me->wantChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::NChannels), 0, kMaxChannels));
   me->wantP2pChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::P2pNChannels), 0, kMaxChannels));

@@ -104,6 +104,7 @@ enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3, kT
 struct ncclComm {
   uint64_t magic = accl::kCommMagic;
   int rank = -1, nranks = 0, cudaDev = -1;
+  int nvmlDev = -1;  // device mode: cudaDev's place in PCI order, NVML's (-1: not known)
   bool deviceMode = false;
   accl::CommConfig config;
   uint64_t commHash = 0;  // unique per communicator; names shared-memory segments

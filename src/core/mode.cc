@@ -2,9 +2,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <dirent.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include "core/param.h"
 
@@ -75,6 +80,21 @@ const ModeInfo& queryMode() {
   const ModeInfo* r;
   while (!(r = result.load(std::memory_order_acquire))) sched_yield();  // another thread probes
   return *r;
+}
+
+int gpuPciIndex(int domain, int bus, int device, const char* gpusDir) {
+  DIR* d = opendir(gpusDir);
+  if (!d) return -1;
+  std::vector<std::string> gpus;  // "0000:18:00.0": fixed-width hex, so text order is PCI order
+  while (const dirent* e = readdir(d))
+    if (e->d_name[0] != '.') gpus.push_back(e->d_name);
+  closedir(d);
+  std::sort(gpus.begin(), gpus.end());
+  char want[32];
+  snprintf(want, sizeof(want), "%04x:%02x:%02x.0", domain, bus, device);
+  for (size_t i = 0; i < gpus.size(); ++i)
+    if (strcasecmp(gpus[i].c_str(), want) == 0) return static_cast<int>(i);
+  return -1;
 }
 
 }  // namespace accl

@@ -15,4 +15,10 @@ struct ModeInfo {
 // Probed once per process (the CUDA runtime probe is not free).
 const ModeInfo& queryMode();
 
+// The place of the GPU at this PCI address among the host's NVIDIA GPUs in
+// PCI order (the driver's /proc/driver/nvidia/gpus, which lists them all,
+// whatever CUDA_VISIBLE_DEVICES hides): NVML's index. -1 when not listed.
+// `gpusDir` is for tests.
+int gpuPciIndex(int domain, int bus, int device, const char* gpusDir = "/proc/driver/nvidia/gpus");
+
 }  // namespace accl

@@ -16,8 +16,10 @@
 #include <vector>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/device_api_abi.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/hello_gate.h"
 #include "bootstrap/interfaces.h"
@@ -25,6 +27,7 @@
 #include "bootstrap/wire.h"
 #include "core/config.h"
 #include "core/debug.h"
+#include "core/mode.h"
 #include "core/param.h"
 #include "core/sha256.h"
 #include "coll/reg_table.h"
@@ -503,6 +506,52 @@ TEST(config_read_by_size_from_old_headers) {
   // The same bytes with the full size: the garbage is now a field and is rejected.
   cfg->size = sizeof(ncclConfig_t);
   CHECK_EQ(readConfig(cfg, &c), ncclInvalidArgument);
+}
+
+TEST(comm_query_properties) {
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  CHECK_EQ(pncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ(pncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  memset(&props.rank, 0x7f, sizeof(props) - offsetof(ncclCommProperties_t, rank));
+  CHECK_EQ(pncclCommQueryProperties(comm, &props), ncclSuccess);
+  CHECK_EQ(props.rank, 0);
+  CHECK_EQ(props.nRanks, 1);
+  CHECK_EQ(props.cudaDev, -1);  // host mode (this test's build has no CUDA)
+  CHECK_EQ(props.nvmlDev, -1);
+  CHECK(!props.deviceApiSupport && !props.multimemSupport);
+  CHECK(props.ginType == NCCL_GIN_TYPE_NONE && props.railedGinType == NCCL_GIN_TYPE_NONE);
+  CHECK_EQ(props.nLsaTeams, 0);
+  CHECK(props.hostRmaSupport);
+  // An older header's shorter struct: nothing past its size is written.
+  ncclCommProperties_t shortProps = NCCL_COMM_PROPERTIES_INITIALIZER;
+  memset(&shortProps.rank, 0x7f, sizeof(shortProps) - offsetof(ncclCommProperties_t, rank));
+  shortProps.size = offsetof(ncclCommProperties_t, cudaDev);
+  CHECK_EQ(pncclCommQueryProperties(comm, &shortProps), ncclSuccess);
+  CHECK_EQ(shortProps.nRanks, 1);
+  CHECK_EQ(shortProps.cudaDev, 0x7f7f7f7f);
+  // Not initialised, or no struct, or no communicator.
+  ncclCommProperties_t raw;
+  memset(&raw, 0, sizeof(raw));
+  CHECK_EQ(pncclCommQueryProperties(comm, &raw), ncclInvalidArgument);
+  CHECK(strstr(lastWarning(), "NCCL_COMM_PROPERTIES_INITIALIZER"));
+  CHECK_EQ(pncclCommQueryProperties(comm, nullptr), ncclInvalidArgument);
+  CHECK_EQ(pncclCommQueryProperties(nullptr, &props), ncclInvalidArgument);
+  CHECK_EQ(pncclCommDestroy(comm), ncclSuccess);
+}
+
+TEST(gpu_pci_index) {
+  char dir[] = "/tmp/accl-gpus-XXXXXX";
+  CHECK(mkdtemp(dir) != nullptr);
+  for (const char* gpu : {"0000:b3:00.0", "0000:18:00.0", "0001:01:00.0"})
+    CHECK_EQ(mkdir((std::string(dir) + "/" + gpu).c_str(), 0700), 0);
+  CHECK_EQ(gpuPciIndex(0, 0x18, 0, dir), 0);  // PCI order, not the directory's
+  CHECK_EQ(gpuPciIndex(0, 0xb3, 0, dir), 1);
+  CHECK_EQ(gpuPciIndex(1, 0x01, 0, dir), 2);
+  CHECK_EQ(gpuPciIndex(0, 0x19, 0, dir), -1);
+  CHECK_EQ(gpuPciIndex(0, 0x18, 0, "/nonexistent/accl"), -1);
+  CHECK_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
 
 // The kernels of one (datatype, op), or a failed check when there are none.
