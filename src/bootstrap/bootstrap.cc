@@ -1,6 +1,5 @@
 #include "bootstrap/bootstrap.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,20 +17,6 @@ namespace {
 void deriveSecret(const std::string& text, uint8_t* out) {
   static const char kLabel[] = "ACCL bootstrap secret from NCCL_COMM_ID and ACCL_SECRET";
   hmacSha256(reinterpret_cast<const uint8_t*>(kLabel), sizeof(kLabel) - 1, text.data(), text.size(), out);
-}
-
-ncclResult_t randomBytes(uint8_t* out, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = getrandom(out + got, n - got, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      WARN("getrandom failed: %s", strerror(errno));
-      return ncclSystemError;
-    }
-    got += static_cast<size_t>(r);
-  }
-  return ncclSuccess;
 }
 
 // The hello's fields, all other bytes zero; sealHello (after any other field
@@ -97,7 +82,7 @@ void releaseRoot(const UniqueIdLayout& id) {
   if (socketConnect(id.root, dl, &fd) != ncclSuccess) return;
   FdGuard g(fd);
   Hello h = makeHello(Purpose::Root, 0, 0, 0, kToRoot);
-  if (sealHello(h, id.secret) == ncclSuccess) (void)socketSend(fd, &h, sizeof(h), dl);
+  (void)sendRootHello(fd, h, id.secret, dl);
 }
 
 Bootstrap::~Bootstrap() {
@@ -169,8 +154,11 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
   FdGuard g(fd);
   Hello h = makeHello(Purpose::Root, rank_, nranks_, 0, kToRoot);
   h.addr = listenAddr_;
-  NCCLCHECK(sealHello(h, secret_));
-  NCCLCHECK(socketSend(fd, &h, sizeof(h), deadline()));
+  r = sendRootHello(fd, h, secret_, deadline());
+  if (r != ncclSuccess) {
+    WARN("rank %d: the bootstrap root at %s did not take this rank's hello", rank_, addrToString(id.root).c_str());
+    return r;
+  }
   RootReply reply;
   r = socketRecv(fd, &reply, sizeof(reply), deadline());
   if (r != ncclSuccess) {

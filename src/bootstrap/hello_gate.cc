@@ -37,10 +37,26 @@ bool HelloGate::readHello(size_t i) {
   }
 }
 
-const char* HelloGate::refusal(const Hello& h) {
+void HelloGate::admit(int fd) {
+  Pending p{fd, 0, Hello{}, std::chrono::steady_clock::now(), {}};
+  if (self_ == kToRoot) {
+    // A fresh socket's buffer takes these few bytes at once.
+    if (randomBytes(p.challenge, kSessionBytes) != ncclSuccess ||
+        send(fd, p.challenge, kSessionBytes, MSG_DONTWAIT | MSG_NOSIGNAL) != kSessionBytes) {
+      INFO(kBootstrap, "%s: dropped a connection it could not send a challenge to", who_);
+      close(fd);
+      return;
+    }
+  }
+  pending_.push_back(p);
+}
+
+const char* HelloGate::refusal(size_t i) {
+  const Hello& h = pending_[i].hello;
   if (!helloValid(h, secret_)) return "sent a hello not sealed with the unique id's secret";
-  if (h.to != self_ || memcmp(h.session, session_, kSessionBytes) != 0)
-    return "sent a hello meant for another listener or communicator";
+  const uint8_t* session = self_ == kToRoot ? pending_[i].challenge : session_;
+  if (h.to != self_ || memcmp(h.session, session, kSessionBytes) != 0)
+    return "sent a hello meant for another listener, communicator or connection (a replay)";
   std::array<uint8_t, kNonceBytes> nonce;
   memcpy(nonce.data(), h.nonce, kNonceBytes);
   if (!seen_.insert(nonce).second) return "replayed a hello already received";
@@ -61,7 +77,7 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
     // the indices of those not yet looked at).
     for (size_t i = pending_.size(); i-- > 0;) {
       if (!readHello(i)) continue;
-      if (const char* why = refusal(pending_[i].hello)) {
+      if (const char* why = refusal(i)) {
         drop(i, why);
         continue;
       }
@@ -92,7 +108,7 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
     if (n > 0 && polled[0].revents) {  // a new connection; the pending ones are read at the top
       int s = -1;
       NCCLCHECK(socketTryAccept(listenFd_, &s));
-      if (s >= 0) pending_.push_back(Pending{s, 0, Hello{}, std::chrono::steady_clock::now()});
+      if (s >= 0) admit(s);
     }
   }
 }

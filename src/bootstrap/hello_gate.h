@@ -1,6 +1,8 @@
 // The door of a listening socket: accepts connections and reads each one's
 // Hello, many at a time, and hands on only those sealed with the secret (a
-// MAC that verifies), each once: a hello replayed from the wire is dropped. A
+// MAC that verifies), each once: a hello replayed from the wire is dropped.
+// A root's gate first sends each connection a random challenge, which the
+// hello must carry (sendRootHello), so no recorded hello passes at a root. A
 // stranger that connects and stays silent is dropped after kHelloSeconds
 // without holding up the connections queued behind it (a port scanner, or a
 // health check, must not delay an init).
@@ -25,8 +27,8 @@ class HelloGate {
   // `self`: the rank whose listener it is, or kToRoot; hellos must be for it.
   HelloGate(int listenFd, const uint8_t* secret, const char* who, int32_t self = kToRoot)
       : listenFd_(listenFd), secret_(secret), who_(who), self_(self) {}
-  // The communicator's session, which hellos to a rank must carry (the root's
-  // carry none); known once the rendezvous is over.
+  // The communicator's session, which hellos to a rank must carry (those to
+  // the root carry its challenge instead); known once the rendezvous is over.
   void setSession(const uint8_t session[kSessionBytes]) { memcpy(session_, session, kSessionBytes); }
   ~HelloGate();
   HelloGate(const HelloGate&) = delete;
@@ -42,19 +44,22 @@ class HelloGate {
     size_t got;  // bytes of `hello` read so far
     Hello hello;
     std::chrono::steady_clock::time_point since;
+    uint8_t challenge[kSessionBytes];  // a root's: the session its hello must carry
   };
+  // A new connection: pending, after a root's challenge has gone to it.
+  void admit(int fd);
   void drop(size_t i, const char* why);
   // Reads what pending[i] has sent; true when its Hello is complete.
   bool readHello(size_t i);
-  // Why a complete hello is refused, or nullptr: it is taken (its nonce is
-  // then remembered).
-  const char* refusal(const Hello& h);
+  // Why pending[i]'s complete hello is refused, or nullptr: it is taken (its
+  // nonce is then remembered).
+  const char* refusal(size_t i);
 
   int listenFd_;
   const uint8_t* secret_;
   const char* who_;  // for INFO lines: "bootstrap root", "rank 3"
   int32_t self_;
-  uint8_t session_[kSessionBytes] = {};
+  uint8_t session_[kSessionBytes] = {};  // a rank's gate: the communicator's
   std::vector<Pending> pending_;
   std::set<std::array<uint8_t, kNonceBytes>> seen_;  // the nonces of the hellos handed on
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/check.h"
 #include "core/debug.h"
 #include "core/sha256.h"
 
@@ -15,17 +16,28 @@ namespace accl {
 static_assert(kMacBytes == kSha256Bytes && kMacBytes == kSecretBytes, "a MAC is compared as a secret is");
 static_assert(offsetof(Hello, mac) + kMacBytes == sizeof(Hello), "the MAC covers every byte before it");
 
-ncclResult_t sealHello(Hello& h, const uint8_t* secret) {
-  for (size_t got = 0; got < sizeof(h.nonce);) {
-    const ssize_t r = getrandom(h.nonce + got, sizeof(h.nonce) - got, 0);
+ncclResult_t randomBytes(uint8_t* out, size_t n) {
+  for (size_t got = 0; got < n;) {
+    const ssize_t r = getrandom(out + got, n - got, 0);
     if (r < 0 && errno != EINTR) {
       WARN("getrandom failed: %s", strerror(errno));
       return ncclSystemError;
     }
     if (r > 0) got += static_cast<size_t>(r);
   }
+  return ncclSuccess;
+}
+
+ncclResult_t sealHello(Hello& h, const uint8_t* secret) {
+  NCCLCHECK(randomBytes(h.nonce, sizeof(h.nonce)));
   hmacSha256(secret, kSecretBytes, &h, offsetof(Hello, mac), h.mac);
   return ncclSuccess;
+}
+
+ncclResult_t sendRootHello(int fd, Hello& h, const uint8_t* secret, const Deadline& dl) {
+  NCCLCHECK(socketRecv(fd, h.session, kSessionBytes, dl));
+  NCCLCHECK(sealHello(h, secret));
+  return socketSend(fd, &h, sizeof(h), dl);
 }
 
 bool helloValid(const Hello& h, const uint8_t* secret) {

@@ -43,7 +43,7 @@ struct Hello {
   int32_t nranks;
   int32_t tag;  // which connection between the same pair (ring, channel, ...)
   int32_t to;   // the rank it is for, or kToRoot
-  uint8_t session[kSessionBytes];  // the communicator's (bootstrapSession); zero for the root
+  uint8_t session[kSessionBytes];  // the communicator's (bootstrapSession); to the root, its challenge
   SockAddr addr;                   // the sender's bootstrap listener (Purpose::Root only)
   uint8_t nonce[kNonceBytes];      // random: the same hello twice is a replay
   uint8_t mac[kMacBytes];          // HMAC-SHA256(secret, every byte before it): sealHello
@@ -64,10 +64,18 @@ inline bool secretEqual(const uint8_t* a, const uint8_t* b) {
   return diff == 0;
 }
 
+// n random bytes from the kernel (getrandom).
+ncclResult_t randomBytes(uint8_t* out, size_t n);
 // Fills h's nonce and MAC, once every other field is set (bootstrap/wire.cc).
 ncclResult_t sealHello(Hello& h, const uint8_t* secret);
 // The magic is right and the MAC verifies with `secret`.
 bool helloValid(const Hello& h, const uint8_t* secret);
+// A hello to a root answers the challenge the root sent first on that
+// connection (kSessionBytes, random per connection): it carries it as its
+// session, so a hello recorded on the wire is good at no other connection,
+// also not at a later job's root under NCCL_COMM_ID, whose secret stays the
+// same. Reads the challenge, then seals and sends `h` (bootstrap/wire.cc).
+ncclResult_t sendRootHello(int fd, Hello& h, const uint8_t* secret, const Deadline& dl);
 // A communicator's session: the first bytes of a SHA-256 of the root's table
 // of listeners, which every rank has after the rendezvous and which differs
 // from one communicator (and one job) to the next.

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <sys/mman.h>
@@ -136,19 +137,21 @@ TEST(hello_gate_keeps_a_waiting_hello) {
     h[r].magic = kHelloMagic;
     h[r].purpose = Purpose::Data;
     h[r].rank = r;
-    h[r].to = kToRoot;  // the gate below serves no rank
-    CHECK_EQ(sealHello(h[r], secret), ncclSuccess);
+    h[r].to = kToRoot;  // the gate below is a root's: it challenges every connection
   }
   int clients[2];
   for (int r = 0; r < 2; ++r) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &clients[r]), ncclSuccess);
-  CHECK_EQ(socketSend(clients[1], &h[1], sizeof(Hello), Deadline(nullptr, 5)), ncclSuccess);  // rank 0 is late
   {
     HelloGate gate(listenFd, secret, "test");
+    std::thread late([&] {  // rank 1 answers its challenge at once; rank 0 later
+      CHECK_EQ(sendRootHello(clients[1], h[1], secret, Deadline(nullptr, 5)), ncclSuccess);
+    });
     int fd[2] = {-1, -1};
     Hello got[2];
     CHECK_EQ(gate.next(Deadline(nullptr, 5), &fd[0], &got[0]), ncclSuccess);
+    late.join();
     CHECK_EQ(got[0].rank, 1);
-    CHECK_EQ(socketSend(clients[0], &h[0], sizeof(Hello), Deadline(nullptr, 5)), ncclSuccess);
+    CHECK_EQ(sendRootHello(clients[0], h[0], secret, Deadline(nullptr, 5)), ncclSuccess);
     sleep(HelloGate::kHelloSeconds + 1);  // its hello waits in the socket meanwhile
     CHECK_EQ(gate.next(Deadline(nullptr, 3), &fd[1], &got[1]), ncclSuccess);
     CHECK_EQ(got[1].rank, 0);
@@ -246,9 +249,10 @@ TEST(root_must_prove_the_secret) {
       RootReply r{};
       r.status = status;
       SockAddr table[1] = {};
-      uint8_t proof[kMacBytes] = {};
+      uint8_t challenge[kSessionBytes] = {}, proof[kMacBytes] = {};
       Deadline dl(nullptr, 10);
-      if (socketRecv(fd, &h, sizeof(h), dl) == ncclSuccess && socketSend(fd, &r, sizeof(r), dl) == ncclSuccess &&
+      if (socketSend(fd, challenge, sizeof(challenge), dl) == ncclSuccess &&
+          socketRecv(fd, &h, sizeof(h), dl) == ncclSuccess && socketSend(fd, &r, sizeof(r), dl) == ncclSuccess &&
           (status != ncclSuccess || socketSend(fd, table, sizeof(table), dl) == ncclSuccess))
         (void)socketSend(fd, proof, sizeof(proof), dl);
       sleep(1);
@@ -262,6 +266,55 @@ TEST(root_must_prove_the_secret) {
     impostor.join();
     close(listenFd);
   }
+}
+
+// A hello to a root, taken off the wire, passes neither at that root again
+// nor at another root with the same secret (a later job's, under
+// NCCL_COMM_ID): each connection's hello must carry the challenge the root
+// sent on it. A hello that ignores the challenge fails too.
+TEST(root_hello_replay) {
+  uint8_t secret[kSecretBytes] = {5, 4, 3};
+  SockAddr boundA, boundB;
+  const int listenA = listenOnLoopback(&boundA), listenB = listenOnLoopback(&boundB);
+  HelloGate rootA(listenA, secret, "root A"), rootB(listenB, secret, "root B");
+  Hello h{};
+  h.magic = kHelloMagic;
+  h.purpose = Purpose::Root;
+  h.nranks = 2;
+  h.to = kToRoot;
+  int honest = -1;
+  CHECK_EQ(socketConnect(boundA, Deadline(nullptr, 5), &honest), ncclSuccess);
+  std::thread rank([&] { CHECK_EQ(sendRootHello(honest, h, secret, Deadline(nullptr, 5)), ncclSuccess); });
+  int fd = -1;
+  Hello got;
+  CHECK_EQ(rootA.next(Deadline(nullptr, 5), &fd, &got), ncclSuccess);  // the honest hello passes
+  rank.join();
+  close(fd);
+  // The roots wait (and challenge) while the recorded hello (h, as sent) is
+  // replayed to each after reading its challenge, and a hello sealed with
+  // the secret but blind to the challenge (its session zero) goes to B.
+  Hello blind = h;
+  memset(blind.session, 0, kSessionBytes);
+  CHECK_EQ(sealHello(blind, secret), ncclSuccess);
+  for (auto [gate, bound, sent] : {std::tuple{&rootA, boundA, h}, std::tuple{&rootB, boundB, h},
+                                   std::tuple{&rootB, boundB, blind}}) {
+    std::thread root([gate = gate] {
+      int taken = -1;
+      Hello hello;
+      CHECK_EQ(gate->next(Deadline(nullptr, 2), &taken, &hello), ncclTimeout);
+    });
+    int replay = -1;
+    uint8_t challenge[kSessionBytes];
+    CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &replay), ncclSuccess);
+    CHECK_EQ(socketRecv(replay, challenge, sizeof(challenge), Deadline(nullptr, 5)), ncclSuccess);
+    CHECK(memcmp(challenge, sent.session, kSessionBytes) != 0);
+    CHECK_EQ(socketSend(replay, &sent, sizeof(sent), Deadline(nullptr, 5)), ncclSuccess);
+    root.join();
+    close(replay);
+  }
+  close(honest);
+  close(listenA);
+  close(listenB);
 }
 
 // Silent strangers connected to a unique id's root, and one that holds the
@@ -285,8 +338,7 @@ TEST(bootstrap_root_strangers) {
   h.rank = 0;
   h.nranks = -1;
   h.to = kToRoot;
-  CHECK_EQ(sealHello(h, id.secret), ncclSuccess);
-  CHECK_EQ(socketSend(bad, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
+  CHECK_EQ(sendRootHello(bad, h, id.secret, Deadline(nullptr, 5)), ncclSuccess);
   RootReply reply{};
   CHECK_EQ(socketRecv(bad, &reply, sizeof(reply), Deadline(nullptr, 5)), ncclSuccess);
   CHECK_EQ(reply.status, static_cast<int32_t>(ncclInvalidArgument));
