@@ -183,8 +183,10 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
         Message& m = q.msgs[q.head];
         while (m.done < m.bytes && steps.sendReady(q.conn)) {
           size_t n = std::min(q.conn->fifo.slotBytes, m.bytes - m.done);
-          memcpy(q.conn->fifo.slot(q.conn->step), m.buf + m.done, n);
-          steps.post(q.conn, n);
+          if (!steps.postFrom(q.conn, m.buf + m.done, n)) {  // a socket sends from the buffer itself
+            memcpy(q.conn->fifo.slot(q.conn->step), m.buf + m.done, n);
+            steps.post(q.conn, n);
+          }
           m.done += n;
           moved = true;
         }
@@ -223,7 +225,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     if (open > 0 && !backoff.napping()) backoff.pause();
     else if (open > 0) sleepOnQueues(sendQ, recvQ);
   }
-  return ncclSuccess;
+  return steps.waitAllSent();  // the send buffers go back to the caller
 }
 
 }  // namespace accl

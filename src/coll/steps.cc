@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -39,6 +40,15 @@ bool onOneCore() {
 
 Steps::Steps(ncclComm* comm, const char* opName, bool driveSends)
     : comm_(comm), op_(opName), wholeOp_(driveSends && onOneCore()) {}
+
+Steps::~Steps() {
+  // Frames from the operation's memory that never left: the memory goes back
+  // to the caller now (the operation failed; on success it waited for them).
+  for (int i = 0; i < nSentFrom_; ++i)
+    if (sentFrom_[i]->fifo.ctrl->head.load(std::memory_order_acquire) < sentFrom_[i]->step)
+      sentFrom_[i]->abandonFrom();
+  handOver(false);
+}
 
 bool Steps::drive(Connection* c) {
   for (int i = 0; i < nDriven_; ++i)
@@ -182,7 +192,49 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
   return ncclSuccess;
 }
 
+ncclResult_t Steps::waitSent(Connection* c, uint64_t upTo) {
+  Backoff b;
+  Wait w(this, c);
+  uint64_t head;
+  while ((head = c->fifo.ctrl->head.load(std::memory_order_acquire)) < upTo) {
+    if (b.checkNow()) NCCLCHECK(check(c));
+    w.spin();
+    if (c->fifo.ctrl->head.load(std::memory_order_acquire) >= upTo) break;
+    if (!b.napping()) {
+      b.pause();
+      continue;
+    }
+    w.sleep();
+    FifoSleepSet s;
+    s.head(c->fifo.ctrl, head);  // until the frame at head leaves
+    s.sleep(kSleepCheckMs);
+  }
+  return ncclSuccess;
+}
+
 void Steps::post(Connection* c, size_t bytes) {
+  c->from[c->step % kSlots] = nullptr;
+  publish(c, bytes);
+}
+
+bool Steps::postFrom(Connection* c, const void* data, size_t bytes) {
+  if (!c->sendsFromMemory()) return false;
+  int i = 0;
+  while (i < nSentFrom_ && sentFrom_[i] != c) ++i;
+  if (i == kMaxDriven) return false;  // too many to account for: this one copies
+  sentFrom_[i] = c;
+  nSentFrom_ = std::max(nSentFrom_, i + 1);
+  c->from[c->step % kSlots] = static_cast<const char*>(data);
+  publish(c, bytes);
+  return true;
+}
+
+ncclResult_t Steps::waitAllSent() {
+  for (int i = 0; i < nSentFrom_; ++i) NCCLCHECK(waitSent(sentFrom_[i], sentFrom_[i]->step));
+  return ncclSuccess;
+}
+
+void Steps::publish(Connection* c, size_t bytes) {
   c->fifo.ctrl->bytes[c->step % kSlots] = static_cast<uint32_t>(bytes);
   if (wholeOp_) {
     awake();

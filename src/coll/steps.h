@@ -22,7 +22,7 @@ class Steps {
   // move the frames it posts (see drive()); a progress engine that only
   // probes (p2p) leaves them to their proxies.
   Steps(ncclComm* comm, const char* opName, bool driveSends = true);
-  ~Steps() { handOver(false); }
+  ~Steps();
   Steps(const Steps&) = delete;
   Steps& operator=(const Steps&) = delete;
 
@@ -44,6 +44,17 @@ class Steps {
   // The size of the next posted slot (after recvReady) and a check that it is `bytes`.
   ncclResult_t recvSlot(Connection* c, size_t bytes, const char** data);
   void post(Connection* c, size_t bytes);
+  // Posts the next slot of `c` (once free) with `bytes` of the caller's
+  // memory at `data` as its payload, copying nothing, where
+  // c->sendsFromMemory() (false: nothing posted; copy into the slot and
+  // post). That memory must stay as it is until waitSent covers the slot;
+  // an operation that ends first (an error) has the connection drop those
+  // frames (Connection::abandonFrom).
+  bool postFrom(Connection* c, const void* data, size_t bytes);
+  // Blocking: until every frame of `c` before step `upTo` has left.
+  ncclResult_t waitSent(Connection* c, uint64_t upTo);
+  // Blocking: until every frame postFrom posted has left.
+  ncclResult_t waitAllSent();
   void release(Connection* c);
   // The slow-path checks of a wait on `c` (abort, peer failure, peer alive, deadline).
   ncclResult_t check(Connection* c);
@@ -80,8 +91,12 @@ class Steps {
     bool on = false;
   };
 
+  void publish(Connection* c, size_t bytes);
+
   ncclComm* comm_;
   const char* op_;
+  int nSentFrom_ = 0;
+  Connection* sentFrom_[kMaxDriven] = {};  // the connections postFrom posted to
   std::optional<Deadline> deadline_;  // from the first check()
   uint64_t lastPeerCheck_ = 0;
   bool wholeOp_;

@@ -111,19 +111,26 @@ ncclResult_t exchangeAllReduce(const CollArgs& a, const Reducer& red) {
   const char* src = static_cast<const char*>(a.sendbuff);
   char* dst = static_cast<char*>(a.recvbuff);
   auto elems = [&](size_t i) { return std::min(chunk, a.count - i * chunk); };
+  // A socket sends the input from where it is, unless PreMulSum changes it
+  // first; in place, chunk j is then overwritten only once it has left.
+  const bool fromInput = send->sendsFromMemory() && !red.k.prepare;
+  const uint64_t firstStep = send->step;
   for (size_t i = 0; i < nchunks + kExchangeLag; ++i) {
     if (i < nchunks) {
       char* slot;
       NCCLCHECK(steps.waitSend(send, &slot));
-      red.prepare(slot, src + i * chunk * esize, elems(i), esize);
-      steps.post(send, elems(i) * esize);
+      if (!fromInput || !steps.postFrom(send, src + i * chunk * esize, elems(i) * esize)) {
+        red.prepare(slot, src + i * chunk * esize, elems(i), esize);
+        steps.post(send, elems(i) * esize);
+      }
     }
     if (i < kExchangeLag) continue;
     const size_t j = i - kExchangeLag, n = elems(j);
-    char* out = dst + j * chunk * esize;  // in place: chunk j went out already
+    char* out = dst + j * chunk * esize;  // in place: chunk j went out already (copied, or waited for below)
     const char* own = src + j * chunk * esize;
     const char* peer;
     NCCLCHECK(steps.waitRecv(recv, n * esize, &peer));
+    if (fromInput && out == own) NCCLCHECK(steps.waitSent(send, firstStep + j + 1));
     if (red.k.prepare) {  // PreMulSum: this rank's scalar on its own input first
       red.prepare(out, own, n, esize);
       own = out;
@@ -135,6 +142,8 @@ ncclResult_t exchangeAllReduce(const CollArgs& a, const Reducer& red) {
     red.finish(out, n);
     steps.release(recv);
   }
+  // The input goes back to the caller: every frame sent from it has left.
+  NCCLCHECK(steps.waitAllSent());
   return ncclSuccess;
 }
 

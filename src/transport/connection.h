@@ -35,6 +35,15 @@ class Connection {
   virtual void driving(bool on, bool handOver) { (void)on, (void)handOver; }
   // The sender posted slots up to `tail` (their byte counts are set).
   virtual void posted(uint64_t tail) { fifoPostTail(fifo.ctrl, tail); }
+  // Whether a posted slot may name the sender's own memory as its payload
+  // (`from`, Steps::postFrom): a socket writes it from there, which saves
+  // the copy into the slot. The memory must stay as it is until the frame
+  // has left (head passes it).
+  virtual bool sendsFromMemory() const { return false; }
+  // An operation ends, or fails, with frames posted from its memory still
+  // unsent: they must never be read (the memory goes back to the caller).
+  // The connection can carry nothing more after that.
+  virtual void abandonFrom() {}
 
   Fifo fifo;
   bool isSend = false;
@@ -43,6 +52,7 @@ class Connection {
   const char* kind = "?";     // "shm" or "net", for messages
   uint64_t step = 0;          // local counter: tail for a sender, head for a receiver
   uint64_t seenHead = 0;      // a sender's last read of the FIFO's head (coll/steps.h)
+  const char* from[kSlots] = {};  // a sender's: where each posted slot's payload is (nullptr: the slot)
 };
 
 using ConnPtr = std::unique_ptr<Connection>;

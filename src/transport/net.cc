@@ -69,7 +69,7 @@ class NetConnection : public Connection {
     Deadline dl(&comm_->abortFlag);
     Backoff b;
     while (fifo.ctrl->head.load(std::memory_order_acquire) < fifo.ctrl->tail.load(std::memory_order_relaxed)) {
-      if (fifo.ctrl->peerGone.load() || dl.aborted()) return ncclRemoteError;
+      if (fifo.ctrl->peerGone.load() || fifo.ctrl->abort.load() || dl.aborted()) return ncclRemoteError;
       if (b.checkNow() && dl.expired()) return ncclTimeout;
       progress();
       b.pause();
@@ -106,6 +106,16 @@ class NetConnection : public Connection {
   void posted(uint64_t tail) override {
     fifo.ctrl->tail.store(tail, std::memory_order_seq_cst);
     if (unsent() && driven_.load(std::memory_order_seq_cst) == 0) wakeProxy();
+  }
+  bool sendsFromMemory() const override { return isSend; }
+  void abandonFrom() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t k = sent_; k < fifo.ctrl->tail.load(std::memory_order_relaxed); ++k)
+      if (from[k % kSlots]) {
+        broken_ = true;  // moveSend and sendAbortFrame read no payload any more
+        torn_ = off_ > 0;
+        return;
+      }
   }
 
  private:
@@ -149,6 +159,9 @@ class NetConnection : public Connection {
     return took(send ? ::send(fd_, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd_, p, len, MSG_DONTWAIT), n);
   }
 
+  // Where frame k's payload is: the sender's memory, or the slot.
+  const char* payload(uint64_t k) const { return from[k % kSlots] ? from[k % kSlots] : fifo.slot(k); }
+
   // Frames go out as the size (uint32), then the payload; off_ counts the
   // bytes of frame sent_ already on the wire (a frame once started is
   // finished, so an abort frame can follow it). Under mu_.
@@ -161,12 +174,13 @@ class NetConnection : public Connection {
       size_t n = 0;
       if (off_ < sizeof(bytes)) {  // the size and the payload in one call, one segment when small
         iovec iov[2] = {{reinterpret_cast<char*>(const_cast<uint32_t*>(&bytes)) + off_, sizeof(bytes) - off_},
-                        {fifo.slot(sent_), bytes}};
+                        {const_cast<char*>(payload(sent_)), bytes}};
         msghdr h{};
         h.msg_iov = iov;
         h.msg_iovlen = 2;
         if (took(sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT), &n) < Moved::Nothing) return Moved::Failed;
-      } else if (io(true, fifo.slot(sent_) + (off_ - sizeof(bytes)), frame - off_, &n) < Moved::Nothing) {
+      } else if (io(true, const_cast<char*>(payload(sent_)) + (off_ - sizeof(bytes)), frame - off_, &n) <
+                 Moved::Nothing) {
         return Moved::Failed;
       }
       if (n == 0) return m;  // the socket is full
@@ -225,6 +239,10 @@ class NetConnection : public Connection {
     if (fifo.ctrl->abort.load() == 0 && comm_->abortFlag.load() == 0) return;  // a normal close
     Deadline dl(nullptr, 1);
     std::lock_guard<std::mutex> lock(mu_);
+    if (torn_) {  // a frame from memory given back was cut short: no frame can follow it
+      shutdown(fd_, SHUT_RDWR);
+      return;
+    }
     // Whatever happens below, nothing more goes on this socket: a rank thread
     // that posts later must not resend part of a frame.
     broken_ = true;
@@ -238,7 +256,7 @@ class NetConnection : public Connection {
       memcpy(head, &bytes, sizeof(bytes));
       if (off_ < sizeof(bytes) && socketSend(fd_, head + off_, sizeof(bytes) - off_, dl) != ncclSuccess) return;
       const size_t done = off_ < sizeof(bytes) ? 0 : off_ - sizeof(bytes);
-      if (socketSend(fd_, fifo.slot(sent_) + done, bytes - done, dl) != ncclSuccess) return;
+      if (socketSend(fd_, payload(sent_) + done, bytes - done, dl) != ncclSuccess) return;
     }
     uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
     (void)socketSend(fd_, frame, sizeof(frame), dl);
@@ -362,7 +380,8 @@ class NetConnection : public Connection {
   uint64_t got_ = 0;     // recv: frames fully in slots (under mu_)
   size_t off_ = 0;       // bytes of the current frame moved (under mu_)
   uint32_t size_ = 0;    // recv: the current frame's size (under mu_)
-  bool broken_ = false;  // a socket error, or an abort frame sent: no more frames (under mu_)
+  bool broken_ = false;  // a socket error, an abort frame sent, or abandonFrom: no more frames (under mu_)
+  bool torn_ = false;    // abandonFrom cut a frame short on the wire (under mu_)
   std::atomic<uint64_t> driven_{0};         // rank threads driving this connection (64 bits: fifoSleep's kind)
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
   std::atomic<bool> needProxy_{false};       // a driver met a failure only the proxy reports

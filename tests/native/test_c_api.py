@@ -67,6 +67,17 @@ def test_c_consumer_large_256mib(c_program):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+@pytest.mark.timeout(120)
+def test_sockets_send_from_the_callers_buffers(c_program):
+    """tests/c/sent_from_memory.c: 2 processes, a host each; allreduce and
+    send/receive sent from the inputs themselves, exact results in and out
+    of place, inputs overwritten right after each call; then a call that
+    times out with frames queued from its input, which is then unmapped."""
+    p = run(c_program("sent_from_memory"), env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert "OK: rank 0" in p.stdout and "OK: rank 1" in p.stdout, p.stdout
+
+
 def test_c_consumer_sockets(c_program):
     p = run(c_program("allreduce_c"), 3, 1000003, env={"NCCL_SHM_DISABLE": "1"})
     assert p.returncode == 0, p.stdout + p.stderr
