@@ -107,6 +107,38 @@ ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& send
   return ncclSuccess;
 }
 
+// A rank bound to one core moves its open connections' frames itself while
+// the call spins, and their proxies, which could only take turns with it on
+// that core, stand aside (Connection::driving); it hands them back when it
+// sleeps and when it ends. An unbound rank leaves the frames to the proxies,
+// which run elsewhere (or, with more ranks than cores, would lose the core
+// to ranks spinning on their sockets).
+class Driver {
+ public:
+  explicit Driver(bool on) : on_(on) {}
+  ~Driver() { handOver(false); }
+  // Every connection it drives keeps moving, also once its queue is done
+  // (a send's last frames may still be in its FIFO).
+  void spin(Queues& sendQ, Queues& recvQ) {
+    if (!on_) return;
+    for (Queues* qs : {&sendQ, &recvQ})
+      for (Queue& q : *qs)
+        if (q.open() && std::find(driven_.begin(), driven_.end(), q.conn) == driven_.end()) {
+          q.conn->driving(true, false);
+          driven_.push_back(q.conn);
+        }
+    for (Connection* c : driven_) c->progress();
+  }
+  void handOver(bool sleeping) {
+    for (Connection* c : driven_) c->driving(false, sleeping);
+    driven_.clear();
+  }
+
+ private:
+  bool on_;
+  std::vector<Connection*> driven_;
+};
+
 // Nothing moved for a while: asleep until a peer frees a slot of a blocked send
 // or posts to a waiting receive (transport/fifo_sleep.h), at most 10 ms, so
 // that the deadline and liveness checks go on.
@@ -172,7 +204,8 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   recvQ.sortByPeer();
   NCCLCHECK(connect(comm, sendQ, recvQ));
 
-  Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; the proxies move the frames
+  Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; see Driver for who moves the frames
+  Driver driver(steps.ownCore());
   Backoff backoff;
   size_t open = sendQ.used + recvQ.used;
   while (open > 0) {
@@ -216,15 +249,24 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
       backoff.reset();
       continue;
     }
+    // Nothing moved: move the sockets' frames in this thread (as a wait
+    // does), with their proxies standing aside, rather than leave each one
+    // to a proxy's wake-up.
+    driver.spin(sendQ, recvQ);
     if (open > 0 && backoff.checkNow()) {
       for (Queue& q : sendQ)
         if (q.open()) NCCLCHECK(steps.check(q.conn));
       for (Queue& q : recvQ)
         if (q.open()) NCCLCHECK(steps.check(q.conn));
     }
-    if (open > 0 && !backoff.napping()) backoff.pause();
-    else if (open > 0) sleepOnQueues(sendQ, recvQ);
+    if (open > 0 && !backoff.napping()) {
+      backoff.pause();
+    } else if (open > 0) {
+      driver.handOver(true);
+      sleepOnQueues(sendQ, recvQ);
+    }
   }
+  driver.handOver(false);
   return steps.waitAllSent();  // the send buffers go back to the caller
 }
 

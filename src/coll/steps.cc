@@ -39,7 +39,7 @@ bool onOneCore() {
 }  // namespace
 
 Steps::Steps(ncclComm* comm, const char* opName, bool driveSends)
-    : comm_(comm), op_(opName), wholeOp_(driveSends && onOneCore()) {}
+    : comm_(comm), op_(opName), ownCore_(onOneCore()), wholeOp_(driveSends && ownCore_) {}
 
 Steps::~Steps() {
   // Frames from the operation's memory that never left: the memory goes back

@@ -26,6 +26,10 @@ class Steps {
   Steps(const Steps&) = delete;
   Steps& operator=(const Steps&) = delete;
 
+  // Whether this thread may run on one CPU only (a rank bound to a core),
+  // where its connections' proxies can only take turns with it.
+  bool ownCore() const { return ownCore_; }
+
   // Blocking: until the next slot of `c` holds exactly `bytes` / is free.
   ncclResult_t waitRecv(Connection* c, size_t bytes, const char** data);
   ncclResult_t waitSend(Connection* c, char** slot);
@@ -99,6 +103,7 @@ class Steps {
   Connection* sentFrom_[kMaxDriven] = {};  // the connections postFrom posted to
   std::optional<Deadline> deadline_;  // from the first check()
   uint64_t lastPeerCheck_ = 0;
+  bool ownCore_;
   bool wholeOp_;
   bool awake_ = true;
   int nDriven_ = 0;
