@@ -3,19 +3,23 @@
 // library runs with (environment, then NCCL_CONF_FILE or ~/.nccl.conf, then
 // /etc/nccl.conf, then the default; read once, again after
 // ncclResetDebugInit). Integer parameters are 64-bit; a typed read converts
-// when the value fits the type asked for. Strings handed out live in the
-// calling thread, one buffer per function, until its next call of it.
+// when the value fits the type asked for. Strings handed out stay valid for
+// the process's life (NCCL promises only until the thread's next call): each
+// distinct value is kept once, and values change only when re-read.
 #include "api/api.h"
 
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/check.h"
+#include "core/fork_safe.h"
 #include "core/param.h"
 
 // The handle NCCL leaves opaque: which parameter. One per parameter, never
@@ -27,6 +31,19 @@ struct ncclParamHandle {
 namespace {
 
 constexpr int kParams = static_cast<int>(accl::Param::Count);
+
+std::mutex& internLock() {
+  static std::mutex* mu = new std::mutex();  // never destroyed: calls may come during exit
+  return *mu;
+}
+const accl::HeldAcrossFork<internLock> internFreeAtFork;  // a leaf: nothing else is taken under it
+
+// `text`, kept for the process's life; the same text gives the same pointer.
+const char* interned(const std::string& text) {
+  static std::set<std::string>* kept = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(internLock());
+  return kept->insert(text).first->c_str();
+}
 
 ncclParamHandle* handles() {
   static ncclParamHandle all[kParams];
@@ -141,9 +158,7 @@ extern "C" ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char** out) 
   int i = 0;
   NCCLCHECK(indexOf("ncclParamGetStr", h, &i));
   NCCLCHECK(notNull("ncclParamGetStr", out, "out"));
-  thread_local std::string text;
-  text = accl::paramValue(i).text;
-  *out = text.c_str();
+  *out = interned(accl::paramValue(i).text);
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclParamGetStr")
 }
@@ -186,9 +201,8 @@ extern "C" ncclResult_t pncclParamGetParameter(const char* key, const char** val
     *valueLen = 0;
     return r;
   }
-  thread_local std::string text;
-  text = accl::paramValue(i).text;
-  *value = text.c_str();
+  const std::string text = accl::paramValue(i).text;
+  *value = interned(text);
   *valueLen = static_cast<int>(text.size());
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclParamGetParameter")
@@ -199,11 +213,13 @@ extern "C" ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* 
   ACCL_API_GUARD_BEGIN
   NCCLCHECK(notNull("ncclParamGetAllParameterKeys", table, "table"));
   NCCLCHECK(notNull("ncclParamGetAllParameterKeys", tableLen, "tableLen"));
-  thread_local std::vector<const char*> keys;
-  keys.clear();
-  for (int i = 0; i < accl::paramCount(); ++i) keys.push_back(accl::paramName(i));
-  *table = keys.data();
-  *tableLen = static_cast<int>(keys.size());
+  static const std::vector<const char*>* const keys = [] {  // the names are literals: one table for good
+    auto* k = new std::vector<const char*>();
+    for (int i = 0; i < accl::paramCount(); ++i) k->push_back(accl::paramName(i));
+    return k;
+  }();
+  *table = const_cast<const char**>(keys->data());
+  *tableLen = static_cast<int>(keys->size());
   return ncclSuccess;
   ACCL_API_GUARD_END("ncclParamGetAllParameterKeys")
 }

@@ -21,6 +21,16 @@ struct Message {
   char* buf;
   size_t bytes;
   size_t done = 0;
+  bool copy = false;  // a send whose buffer a receive of the call writes: into the slots, never sent from buf
+  // A receive's: the sends of the call whose buffers it overlaps (in place);
+  // it writes a part only once they have taken what was there.
+  std::vector<const Message*> after;
+  // Whether this receive may write its next n bytes now.
+  bool mayWrite(size_t n) const {
+    for (const Message* s : after)
+      if (s->done < s->bytes && s->buf + s->done < buf + done + n && buf + done < s->buf + s->bytes) return false;
+    return true;
+  }
 };
 
 // One peer and direction: its messages in call order, from `head` on still to move.
@@ -139,6 +149,30 @@ class Driver {
   std::vector<Connection*> driven_;
 };
 
+// A send whose buffer overlaps a receive of the same call (an in-place
+// sendrecv) sends what the buffer held before the call: it is copied into
+// the slots, never sent from the buffer, and the receive writes each part
+// only once the send has copied it (Message::mayWrite).
+void markOverlaps(Queues& sendQ, Queues& recvQ) {
+  auto overlap = [](const Message& a, const char* lo, const char* hi) { return a.buf < hi && lo < a.buf + a.bytes; };
+  const char *lo = nullptr, *hi = nullptr;  // every receive lies in [lo, hi): most sends are outside
+  for (Queue& r : recvQ)
+    for (const Message& w : r.msgs) {
+      lo = lo ? std::min<const char*>(lo, w.buf) : w.buf;
+      hi = std::max<const char*>(hi, w.buf + w.bytes);
+    }
+  for (Queue& s : sendQ)
+    for (Message& m : s.msgs) {
+      if (!lo || !overlap(m, lo, hi)) continue;
+      for (Queue& r : recvQ)
+        for (Message& w : r.msgs)
+          if (overlap(m, w.buf, w.buf + w.bytes)) {
+            m.copy = true;
+            w.after.push_back(&m);
+          }
+    }
+}
+
 // Nothing moved for a while: asleep until a peer frees a slot of a blocked send
 // or posts to a waiting receive (transport/fifo_sleep.h), at most 10 ms, so
 // that the deadline and liveness checks go on.
@@ -146,8 +180,9 @@ void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
   FifoSleepSet s;
   for (Queue& q : sendQ)  // nothing moved: the FIFO is full, head is here
     if (q.open()) s.head(q.conn->fifo.ctrl, q.conn->step - kSlots);
-  for (Queue& q : recvQ)  // slots drained: a tail past it is data
-    if (q.open()) s.tail(q.conn->fifo.ctrl, q.conn->step);
+  for (Queue& q : recvQ)  // slots drained: a tail past it is data (data already there waits for a send)
+    if (q.open() && q.conn->fifo.ctrl->tail.load(std::memory_order_acquire) == q.conn->step)
+      s.tail(q.conn->fifo.ctrl, q.conn->step);
   s.sleep(10);
 }
 
@@ -200,6 +235,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   NCCLCHECK(copyToSelf(comm, scratch.selfSends, scratch.selfRecvs));
   if (sendQ.used == 0 && recvQ.used == 0) return ncclSuccess;
 
+  markOverlaps(sendQ, recvQ);
   sendQ.sortByPeer();
   recvQ.sortByPeer();
   NCCLCHECK(connect(comm, sendQ, recvQ));
@@ -216,7 +252,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
         Message& m = q.msgs[q.head];
         while (m.done < m.bytes && steps.sendReady(q.conn)) {
           size_t n = std::min(q.conn->fifo.slotBytes, m.bytes - m.done);
-          if (!steps.postFrom(q.conn, m.buf + m.done, n)) {  // a socket sends from the buffer itself
+          if (m.copy || !steps.postFrom(q.conn, m.buf + m.done, n)) {  // a socket sends from the buffer itself
             memcpy(q.conn->fifo.slot(q.conn->step), m.buf + m.done, n);
             steps.post(q.conn, n);
           }
@@ -233,6 +269,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
         Message& m = q.msgs[q.head];
         while (m.done < m.bytes && steps.recvReady(q.conn)) {
           size_t n = std::min(q.conn->fifo.slotBytes, m.bytes - m.done);
+          if (!m.mayWrite(n)) break;  // in place: a send has yet to take these bytes
           const char* data;
           NCCLCHECK(steps.recvSlot(q.conn, n, &data));
           memcpy(m.buf + m.done, data, n);

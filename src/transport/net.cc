@@ -113,7 +113,7 @@ class NetConnection : public Connection {
     for (uint64_t k = sent_; k < fifo.ctrl->tail.load(std::memory_order_relaxed); ++k)
       if (from[k % kSlots]) {
         broken_ = true;  // moveSend and sendAbortFrame read no payload any more
-        torn_ = off_ > 0;
+        torn_ = off_ > 0 && from[sent_ % kSlots];  // a slot's frame can still be finished
         return;
       }
   }

@@ -124,13 +124,14 @@ int main(void) {
   CHECK(ncclParamGetI64(buff, NULL) == ncclInvalidArgument, "NULL out");
   CHECK(ncclParamGetStr(buff, NULL) == ncclInvalidArgument, "GetStr NULL out");
 
-  /* Per-thread strings. */
-  const char* mine = NULL;
+  /* Strings stay valid: after later calls of this thread and of another one. */
+  const char *mine = NULL, *longer = NULL;
   int theirs = 0;
   pthread_t t;
   CHECK(ncclParamGetStr(buff, &mine) == ncclSuccess, "GetStr");
+  CHECK(ncclParamGetStr(bind("ACCL_MODE"), &longer) == ncclSuccess, "GetStr");
   CHECK(pthread_create(&t, NULL, otherThread, &theirs) == 0 && pthread_join(t, NULL) == 0, "thread");
-  CHECK(theirs && strcmp(mine, "2097152") == 0, "each thread's string is its own");
+  CHECK(theirs && strcmp(mine, "2097152") == 0 && strcmp(longer, "host") == 0, "strings kept");
 
   ncclParamDumpAll();
   printf("OK\n");

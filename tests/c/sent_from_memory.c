@@ -1,9 +1,12 @@
 /* Sockets send straight from the caller's buffers (coll/steps.h, postFrom).
- * Two processes, each its own NCCL_HOSTID, so every byte goes over a socket:
+ * Two processes, each its own NCCL_HOSTID, so every byte goes over a socket
+ * (`sent_from_memory shm`: one host, shared memory, the same checks):
  *   1. allreduce (the exchange) and a send/receive pair, out of place and in
  *      place, 16 MiB of integers whose sums are checked exactly; then the
  *      inputs are overwritten at once and the results of a second round must
- *      not see it (no frame was still reading them);
+ *      not see it (no frame was still reading them); a send and a receive of
+ *      one group on the same 16 MiB buffer must send what it held before
+ *      (the receive overwrites it meanwhile);
  *   2. rank 1 stops reading (it sleeps, then aborts without joining) while
  *      rank 0's 64 MiB allreduce has frames queued from its input: the call
  *      times out (rank 0's ACCL_TIMEOUT is 2 s) within a second of its
@@ -27,10 +30,12 @@ static ncclUniqueId id;
 enum { kCount = 4 << 20 };                    /* 16 MiB of int32 */
 enum { kBigBytes = 64 << 20 };
 
+static int sockets = 1;
+
 static void setHost(int rank) {
   char host[32];
   snprintf(host, sizeof(host), "host%d", rank);
-  setenv("NCCL_HOSTID", host, 1);
+  if (sockets) setenv("NCCL_HOSTID", host, 1);
   if (rank == 0) setenv("ACCL_TIMEOUT", "2", 1);
 }
 
@@ -67,6 +72,14 @@ static void* body(void* arg) {
     memset(in, 0xff, kCount * sizeof(int32_t));
     for (size_t i = 0; i < kCount; ++i)
       CHECK(out[i] == (int32_t)(i * 7 + peer * 1000003 + round), "received element %zu: %d", i, out[i]);
+    fill(inplace, rank, round);
+    CHECK(ncclGroupStart() == ncclSuccess &&
+              ncclSend(inplace, kCount, ncclInt32, peer, comm, NULL) == ncclSuccess &&
+              ncclRecv(inplace, kCount, ncclInt32, peer, comm, NULL) == ncclSuccess && ncclGroupEnd() == ncclSuccess,
+          "send/receive in place");
+    for (size_t i = 0; i < kCount; ++i)
+      CHECK(inplace[i] == (int32_t)(i * 7 + peer * 1000003 + round), "received in place, element %zu: %d", i,
+            inplace[i]);
   }
   free(in);
   free(out);
@@ -95,4 +108,7 @@ static void* body(void* arg) {
   return NULL;
 }
 
-int main(void) { return forkRanks(2, &id, body, setHost); }
+int main(int argc, char** argv) {
+  sockets = !(argc > 1 && strcmp(argv[1], "shm") == 0);
+  return forkRanks(2, &id, body, setHost);
+}

@@ -68,12 +68,15 @@ def test_c_consumer_large_256mib(c_program):
 
 
 @pytest.mark.timeout(120)
-def test_sockets_send_from_the_callers_buffers(c_program):
-    """tests/c/sent_from_memory.c: 2 processes, a host each; allreduce and
-    send/receive sent from the inputs themselves, exact results in and out
-    of place, inputs overwritten right after each call; then a call that
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+def test_sockets_send_from_the_callers_buffers(c_program, transport):
+    """tests/c/sent_from_memory.c: 2 processes, a host each (or one host);
+    allreduce and send/receive sent from the inputs themselves, exact
+    results in and out of place (a send and a receive of one group on one
+    buffer too), inputs overwritten right after each call; then a call that
     times out with frames queued from its input, which is then unmapped."""
-    p = run(c_program("sent_from_memory"), env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}, timeout=100)
+    p = run(c_program("sent_from_memory"), transport, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"},
+            timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
     assert "OK: rank 0" in p.stdout and "OK: rank 1" in p.stdout, p.stdout
 
