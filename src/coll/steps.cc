@@ -173,21 +173,8 @@ ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
 }
 
 ncclResult_t Steps::waitSend(Connection* c, char** slot) {
-  Backoff b;
-  Wait w(this, c);
-  while (!sendReady(c)) {
-    if (b.checkNow()) NCCLCHECK(check(c));
-    w.spin();
-    if (sendReady(c)) break;
-    if (!b.napping()) {
-      b.pause();
-      continue;
-    }
-    w.sleep();
-    FifoSleepSet s;
-    s.head(c->fifo.ctrl, c->step - kSlots);  // full: head is here until the receiver drains a slot
-    s.sleep(kSleepCheckMs);
-  }
+  // Not free: the FIFO is full, and the slot frees once head passes step - kSlots.
+  if (!sendReady(c)) NCCLCHECK(waitSent(c, c->step - kSlots + 1));
   *slot = c->fifo.slot(c->step);
   return ncclSuccess;
 }
