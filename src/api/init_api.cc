@@ -39,13 +39,16 @@ ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn) {
   return ncclSuccess;
 }
 
-ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn) {
+ncclResult_t acclCheckInitDone(const ncclComm* comm, const char* fn) {
   NCCLCHECK(acclCheckComm(comm, fn));
-  if (!comm->initDone.load()) {
-    WARN("%s (%s, rank %d): the communicator is still initialising (non-blocking init: poll "
-         "ncclCommGetAsyncError until it is not ncclInProgress)", fn, comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
+  if (comm->initDone.load()) return ncclSuccess;
+  WARN("%s (%s, rank %d): the communicator is still initialising (non-blocking init: poll "
+       "ncclCommGetAsyncError until it is not ncclInProgress)", fn, comm->name.c_str(), comm->rank);
+  return ncclInvalidUsage;
+}
+
+ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn) {
+  NCCLCHECK(acclCheckInitDone(comm, fn));
   if (comm->revoked.load()) {
     WARN("%s (%s, rank %d): the communicator was revoked (ncclCommRevoke); shrink, destroy or abort it", fn,
          comm->name.c_str(), comm->rank);

@@ -16,6 +16,8 @@ ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncc
                           ncclConfig_t* config, int device = -1);
 // ncclInvalidArgument + WARN unless comm is a live communicator.
 ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn);
+// acclCheckComm, and its init has finished (else ncclInvalidUsage + WARN).
+ncclResult_t acclCheckInitDone(const ncclComm* comm, const char* fn);
 // acclCheckComm, and the communicator can take new operations: initialised,
 // not revoked, no earlier error (in device mode, a kernel's failure counts).
 ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn);

@@ -27,12 +27,7 @@ extern "C" ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProper
   ACCL_API_GUARD_BEGIN
   const char* fn = "ncclCommQueryProperties";
   const auto use = accl::CommUse::ifLive(comm);
-  NCCLCHECK(acclCheckComm(comm, fn));
-  if (!comm->initDone.load()) {  // its device is being set meanwhile
-    WARN("%s (%s, rank %d): the communicator is still initialising (non-blocking init: poll "
-         "ncclCommGetAsyncError until it is not ncclInProgress)", fn, comm->name.c_str(), comm->rank);
-    return ncclInvalidUsage;
-  }
+  NCCLCHECK(acclCheckInitDone(comm, fn));  // an init still running sets its device meanwhile
   if (!props) {
     WARN("%s: props is NULL", fn);
     return ncclInvalidArgument;
