@@ -218,11 +218,12 @@ namespace {
 // inline when small on one host and as sends and receives otherwise
 // (coll/send_recv_colls.cc), decided when it runs, alike on every rank
 // whether or not it is inside a group. Device buffers become the sends and
-// receives now, which join the group's kernel.
+// receives now, which join the group's kernel; but ranks of one process on
+// one GPU run each as one direct collective.
 ncclResult_t submitSendRecvColl(CollArgs a, unsigned needs, size_t span) {
   NCCLCHECK(checkArgs(a, needs, span));
   if (a.count == 0) return ncclSuccess;
-  if (!a.onDevice) return submitAll(&a, 1);
+  if (!a.onDevice || accl::devDirectSendRecvColls(a.comm)) return submitAll(&a, 1);
   std::vector<CollArgs> ops;
   NCCLCHECK(accl::asSendRecv(a, &ops));
   return submitAll(ops.data(), ops.size());

@@ -360,10 +360,15 @@ ncclResult_t devRunCollective(const CollArgs& a) {
     case CollKind::Reduce: w.coll = DevColl::Reduce; break;
     case CollKind::AllGather: w.coll = DevColl::AllGather; break;
     case CollKind::ReduceScatter: w.coll = DevColl::ReduceScatter; break;
+    // Only where devDirectSendRecvColls said so: they have no ring.
+    case CollKind::AllToAll: w.coll = DevColl::AllToAll; break;
+    case CollKind::Gather: w.coll = DevColl::Gather; break;
+    case CollKind::Scatter: w.coll = DevColl::Scatter; break;
     default: return ncclInternalError;
   }
+  if (runsAsSendRecv(a.kind) && !d.direct) return ncclInternalError;
   size_t total = a.count * esize;
-  if (a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter) total *= n;
+  if (a.kind != CollKind::AllReduce && a.kind != CollKind::Broadcast && a.kind != CollKind::Reduce) total *= n;
   w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((total + kBytesPerChannel - 1) / kBytesPerChannel,
                                                                       d.nChannels)));
   w.nChannelsConn = d.nChannels;
@@ -383,8 +388,9 @@ ncclResult_t devRunCollective(const CollArgs& a) {
       rmaDevDirect(comm, rmaDevOf(comm), &w, sendBytes, recvBytes);
       devSharePrepare(comm, d.share.get(), &w, sendBytes, recvBytes, capturing(s));
     }
-    // Blocks split each rank's part (total / n bytes); every rank runs as many.
-    const size_t perRank = total / n;
+    // Blocks split each rank's part (total / n bytes; all-to-all: its whole
+    // buffer, half of each pair's blocks); every rank runs as many.
+    const size_t perRank = a.kind == CollKind::AllToAll ? total : total / n;
     const int direct = static_cast<int>(std::max<size_t>(1, std::min<size_t>((perRank + kDirectBytesPerBlock - 1) /
                                                                                  kDirectBytesPerBlock, d.directBlocks)));
     if (d.direct) w.nChannels = direct;
@@ -392,6 +398,8 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   }
   return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, blocks, s); });
 }
+
+bool devDirectSendRecvColls(const ncclComm* comm) { return comm->dev && comm->dev->direct; }
 
 void devRegister(ncclComm* comm, Registration* reg) {
   if (!comm->dev || !comm->dev->share || !devBuffer(reg->buff)) return;
@@ -588,6 +596,7 @@ ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
 bool devQueuesOnly(const ncclComm*, const std::vector<CollArgs>&) { return false; }
+bool devDirectSendRecvColls(const ncclComm*) { return false; }
 ncclResult_t devMemAlloc(void**, size_t) { return ncclInternalError; }
 void devRegister(ncclComm*, Registration*) {}
 ncclResult_t devDeregister(ncclComm*, Registration*) { return ncclSuccess; }

@@ -17,9 +17,9 @@ namespace accl {
 namespace {
 
 struct Message {
-  const CollArgs* op;
-  char* buf;
-  size_t bytes;
+  const CollArgs* op = nullptr;
+  char* buf = nullptr;
+  size_t bytes = 0;
   size_t done = 0;
   bool copy = false;  // a send whose buffer a receive of the call writes: into the slots, never sent from buf
   // A receive's: the sends of the call whose buffers it overlaps (in place);
@@ -228,8 +228,10 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
       (send ? scratch.selfSends : scratch.selfRecvs).push_back(&a);
       continue;
     }
-    Message m{&a, send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff),
-              bytesOf(a)};
+    Message m;
+    m.op = &a;
+    m.buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
+    m.bytes = bytesOf(a);
     (send ? sendQ : recvQ).add(a.root, m);
   }
   NCCLCHECK(copyToSelf(comm, scratch.selfSends, scratch.selfRecvs));

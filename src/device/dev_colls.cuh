@@ -138,7 +138,9 @@ __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
     else if constexpr (C == DevColl::Reduce)
       ringReduce(p, src, dst, lo, hi, (pos - w.root - 1 + 2 * n) % n, n, chunkElems);
     else if constexpr (C == DevColl::AllGather) ringAllGather(p, src, dst, w.count, lo, hi, pos, n, chunkElems);
-    else ringReduceScatter(p, src, dst, w.count, lo, hi, pos, n, chunkElems);
+    else if constexpr (C == DevColl::ReduceScatter) ringReduceScatter(p, src, dst, w.count, lo, hi, pos, n, chunkElems);
+    // AllToAll, Gather and Scatter have no ring: they are launched only where
+    // they run direct (ranks of one process).
     __syncthreads();
     if (!fail) {
       closeConn(recv);

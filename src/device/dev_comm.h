@@ -41,6 +41,11 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
 // exists, so nothing waits for a peer. ncclGroupEnd runs such parts inline
 // rather than on a thread each.
 bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops);
+// Whether all-to-all, gather and scatter on device buffers run as direct
+// collectives (every rank in this process on this GPU, direct collectives
+// allowed: the same answer on every rank); otherwise they are the sends and
+// receives of coll/send_recv_colls.cc.
+bool devDirectSendRecvColls(const ncclComm* comm);
 // A stream-ordered copy of `bytes` of device memory at `src` on `stream`, for an
 // operation that must read its input after overwriting it (in-place
 // all-to-all); freed on the stream once the last holder lets go, which is after

@@ -9,7 +9,10 @@
 // outputs; every block counts itself finished, and block 0 waits until every
 // rank's blocks did, so that when a rank's kernel ends, its output is complete
 // and no peer reads its buffers any more. In place is safe: a part of every
-// buffer is read and written by its owner alone, reads first.
+// buffer is read and written by its owner alone, reads first. All-to-all,
+// gather and scatter run so for ranks of one process only. Each rank moves
+// its own block of a gather or scatter; an all-to-all has no owner per part:
+// each pair of ranks swaps its two blocks, half each (exchangePair).
 #pragma once
 
 #include "device/dev_prims.cuh"
@@ -126,6 +129,51 @@ __device__ __noinline__ void copyN(const T* in, size_t inOff, T* const* out, int
   for (size_t i = done + threadIdx.x; i < bytes; i += kThreads) {
     const char x = src[i];
     for (int m = 0; m < nout; ++m) reinterpret_cast<char*>(out[m] + outOff)[i] = x;
+  }
+}
+
+// One pair of an all-to-all: toB[i] <- a[i] and toA[i] <- b[i] for i < len,
+// by all threads of the block. a is block j of this rank's input and toA the
+// same block of its output; b and toB are block `me` of rank j's. A thread
+// reads both elements before it writes either, and no other thread touches
+// them, so in place (a == toA, b == toB) this swaps the two blocks.
+template <typename T>
+__device__ __noinline__ void exchangePair(const T* a, const T* b, T* toA, T* toB, size_t len) {
+  constexpr int U = 4;  // packs of each side in flight per thread
+  const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+                         reinterpret_cast<uintptr_t>(toA) | reinterpret_cast<uintptr_t>(toB)) & 15) == 0;
+  size_t done = 0;
+  if (aligned) {
+    const size_t packs = len * sizeof(T) / 16;
+    const uint4* a4 = reinterpret_cast<const uint4*>(a);
+    const uint4* b4 = reinterpret_cast<const uint4*>(b);
+    uint4* ta = reinterpret_cast<uint4*>(toA);
+    uint4* tb = reinterpret_cast<uint4*>(toB);
+    for (size_t i = threadIdx.x; i < packs; i += U * kThreads) {
+      uint4 va[U], vb[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const size_t j = i + u * kThreads;
+        if (j < packs) {
+          va[u] = __ldcg(a4 + j);
+          vb[u] = __ldcg(b4 + j);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const size_t j = i + u * kThreads;
+        if (j < packs) {
+          tb[j] = va[u];
+          ta[j] = vb[u];
+        }
+      }
+    }
+    done = packs * 16 / sizeof(T);
+  }
+  for (size_t i = done + threadIdx.x; i < len; i += kThreads) {
+    const T x = a[i], y = b[i];
+    toB[i] = x;
+    toA[i] = y;
   }
 }
 
@@ -302,7 +350,32 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail, 
     size_t blo, bhi;
     channelSlice<T>(hi - lo, gridDim.x, blockIdx.x, &blo, &bhi);
     const size_t off = lo + blo, len = bhi - blo;
-    if (len > 0) {
+    if constexpr (C == DevColl::AllToAll) {
+      // Ranks me and j exchange block j of me's buffers with block me of j's:
+      // the lower rank moves the first half (16-byte aligned), the other the
+      // rest, so each rank reads and writes as many bytes as it owns. Its own
+      // block is copied unless in place. Blocks take a slice of every pair.
+      const size_t c = w.count, half = c / 2 / 16 * 16;  // bytes (the kernel runs on uint8_t)
+      for (int j = 0; j < n; ++j) {
+        size_t plo = 0, phi = c;
+        if (j != me && me < j) phi = half;
+        if (j != me && me > j) plo = half;
+        size_t slo, shi;
+        channelSlice<T>(phi - plo, gridDim.x, blockIdx.x, &slo, &shi);
+        const size_t at = plo + slo, part = shi - slo;
+        if (part == 0) continue;
+        if (j != me)
+          exchangePair(ins[me] + j * c + at, ins[j] + me * c + at, outs[me] + j * c + at, outs[j] + me * c + at, part);
+        else if (ins[me] != outs[me]) copyN(ins[me], me * c + at, outs + me, 1, me * c + at, part);
+      }
+    } else if constexpr (C == DevColl::Gather || C == DevColl::Scatter) {
+      // Each rank moves its own block: into the root's output, or out of the
+      // root's input (the root's own stays where it is in place).
+      const T* from = C == DevColl::Gather ? ins[me] + off : ins[w.root] + me * w.count + off;
+      T* const* to = C == DevColl::Gather ? outs + w.root : outs + me;
+      const size_t toOff = C == DevColl::Gather ? me * w.count + off : off;
+      if (len > 0 && from != *to + toOff) copyN(from, 0, to, 1, toOff, len);
+    } else if (len > 0) {
       if constexpr (C == DevColl::AllReduce) reduceN(r, ins, ks, n, off, outs, n, off, len);
       else if constexpr (C == DevColl::Reduce) reduceN(r, ins, ks, n, off, outs + w.root, 1, off, len);
       else if constexpr (C == DevColl::ReduceScatter) reduceN(r, ins, ks, n, me * w.count + off, outs + me, 1, off, len);

@@ -286,13 +286,20 @@ cudaError_t devLoadStageKernel() {
 }
 
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream) {
-  // Broadcast and allgather only move bytes (a one-rank copy is cudaMemcpyAsync).
-  if (w.coll == DevColl::Broadcast || w.coll == DevColl::AllGather) {
+  // The collectives that only move bytes (a one-rank copy is cudaMemcpyAsync).
+  if (w.coll == DevColl::Broadcast || w.coll == DevColl::AllGather || w.coll == DevColl::AllToAll ||
+      w.coll == DevColl::Gather || w.coll == DevColl::Scatter) {
     DevCollWork b = w;  // the same bytes, as uint8
     b.count = w.count * devTypeSize(w.type);
     b.op = DevOp::Sum;
     if (w.coll == DevColl::Broadcast)
       collKernel<DevColl::Broadcast, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
+    else if (w.coll == DevColl::AllToAll)
+      collKernel<DevColl::AllToAll, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
+    else if (w.coll == DevColl::Gather)
+      collKernel<DevColl::Gather, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
+    else if (w.coll == DevColl::Scatter)
+      collKernel<DevColl::Scatter, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
     else
       collKernel<DevColl::AllGather, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
     return cudaGetLastError();

@@ -82,7 +82,7 @@ struct DevStatus {
 };
 
 enum class DevOp : int32_t { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
-enum class DevColl : int32_t { Local, AllReduce, Broadcast, Reduce, AllGather, ReduceScatter };
+enum class DevColl : int32_t { Local, AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Gather, Scatter };
 
 // Direct collectives: ranks on one GPU read each other's buffers and write
 // each other's outputs, with no connector in between. Each rank has a slot in
@@ -174,12 +174,12 @@ struct DevCollWork {
 #define ACCL_HOST_DEVICE
 #endif
 ACCL_HOST_DEVICE inline bool directSharesSend(DevColl c, int k, int root) {
-  return c == DevColl::AllReduce || c == DevColl::Reduce || c == DevColl::ReduceScatter ||
-         (c == DevColl::Broadcast && k == root);
+  return c == DevColl::AllReduce || c == DevColl::Reduce || c == DevColl::ReduceScatter || c == DevColl::AllToAll ||
+         ((c == DevColl::Broadcast || c == DevColl::Scatter) && k == root);
 }
 ACCL_HOST_DEVICE inline bool directSharesRecv(DevColl c, int k, int root) {
-  return c == DevColl::AllReduce || c == DevColl::AllGather || c == DevColl::Broadcast ||
-         (c == DevColl::Reduce && k == root);
+  return c == DevColl::AllReduce || c == DevColl::AllGather || c == DevColl::Broadcast || c == DevColl::AllToAll ||
+         ((c == DevColl::Reduce || c == DevColl::Gather) && k == root);
 }
 
 // Point-to-point: a group's sends and receives of one communicator. Operations

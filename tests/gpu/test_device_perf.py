@@ -44,10 +44,12 @@ def test_every_type_and_op(drivers, name):
     run(drivers, name, *args, timeout=300)
 
 
-@pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"])
+@pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "alltoall",
+                                  "gather", "scatter"])
 def test_ring_in_one_process(drivers, name):
     # Ranks of one process on one GPU take the direct algorithm; ACCL_DIRECT=0
-    # keeps them on the ring (what ranks in separate processes use).
+    # keeps them on the ring (what ranks in separate processes use), and
+    # all-to-all, gather and scatter on sends and receives.
     args = ["-b", "4", "-e", "4M", "-f", "32", "-n", "1", "-w", "0", "-c", "1", "-g", "3", "-d", "all"]
     if name in ("all_reduce", "reduce", "reduce_scatter"):
         args += ["-o", "all"]
@@ -80,13 +82,33 @@ def test_large_point_to_point(drivers, name, direct):
     # ACCL_P2P_DIRECT=0 keeps them on the slots. Sizes from below to above
     # that, then replays of a captured graph; the INIT line says how many
     # peers may copy directly (every rank on GPU 0).
-    env = dict(ACCL_P2P_DIRECT=direct, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", CUDA_VISIBLE_DEVICES="0")
+    # ACCL_DIRECT=0: all-to-all, gather and scatter as sends and receives, not
+    # as direct collectives.
+    env = dict(ACCL_P2P_DIRECT=direct, ACCL_DIRECT="0", NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT",
+               CUDA_VISIBLE_DEVICES="0")
     for ranks in (["-g", "2"], ["-g", "3"], ["-t", "2"]):
         t = run(drivers, name, "-b", "6M", "-e", "96M", "-f", "4", "-n", "2", "-w", "1", "-c", "1", *ranks, **env)
         peers = int(ranks[-1]) - 1 if direct == "1" else 0
         assert f"copy directly with {peers} rank(s) of this process" in t.log, t.log[-3000:]
     run(drivers, name, "-b", "50000000", "-e", "50000000", "-n", "3", "-w", "1", "-c", "1", "-g", "2", "-G", "3",
-        "-d", "int8", ACCL_P2P_DIRECT=direct, CUDA_VISIBLE_DEVICES="0")
+        "-d", "int8", ACCL_P2P_DIRECT=direct, ACCL_DIRECT="0", CUDA_VISIBLE_DEVICES="0")
+
+
+@pytest.mark.parametrize("name", ["alltoall", "gather", "scatter"])
+def test_direct_send_recv_collectives(drivers, name):
+    # Ranks of one process on one GPU run all-to-all, gather and scatter as
+    # direct collectives: each pair of ranks swaps its two blocks of an
+    # all-to-all, half each (in place, a swap of the very bytes; the driver
+    # runs both placements), and each rank moves its own block of a gather or
+    # scatter. 2 to 8 ranks, grouped and a thread each, blocks from a few
+    # bytes to 64 MiB, every root at 3 ranks; blocks that are no multiple of
+    # 16 bytes (the byte loop); then replays of a captured graph.
+    roots = ["-r", "all"] if name != "alltoall" else []
+    for ranks in (["-g", "2"], ["-g", "3", *roots], ["-g", "4"], ["-g", "8"], ["-t", "3"]):
+        run(drivers, name, "-b", "8", "-e", "128M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", *ranks)
+    run(drivers, name, "-b", "3000003", "-e", "3000003", "-n", "2", "-w", "1", "-c", "1", "-g", "3", "-d", "int8",
+        *roots)
+    run(drivers, name, "-b", "96M", "-e", "96M", "-n", "3", "-w", "1", "-c", "1", "-g", "4", "-G", "3")
 
 
 def test_cuda_graphs(drivers):
