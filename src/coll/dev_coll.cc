@@ -179,12 +179,13 @@ ncclResult_t devSetup(ncclComm* comm) {
     if (p.wantP2pChannels > 0) p2pWant = std::min(p2pWant, static_cast<int>(p.wantP2pChannels));
   }
   d->p2pChannels = std::max(1, std::min(p2pWant, d->nChannels / (2 * comm->nranks)));
-  // At least one block per send and receive: a group with every rank (alltoall)
-  // among more ranks on one GPU than half its channels may need more blocks
-  // than the GPU holds at once (two per multiprocessor), and would wait.
+  // At least one block per send and receive: a group with every rank (an
+  // alltoall between processes, or any group of sends and receives with every
+  // peer) among more ranks on one GPU than half its channels may need more
+  // blocks than the GPU holds at once (two per multiprocessor), and would wait.
   const int64_t groupBlocks = int64_t(2 * (comm->nranks - 1)) * d->p2pChannels * busiest;
   if (groupBlocks > 2 * int64_t(sms))
-    WARN("%s rank %d: %d ranks on one GPU: a group of sends and receives with every rank (alltoall) needs %lld "
+    WARN("%s rank %d: %d ranks on one GPU: a group of sends and receives with every rank needs %lld "
          "blocks at once, more than the GPU's %d multiprocessors hold; it may wait until ACCL_TIMEOUT",
          comm->name.c_str(), comm->rank, busiest, static_cast<long long>(groupBlocks), sms);
   d->smCount = std::max(1, sms);
@@ -366,7 +367,28 @@ ncclResult_t devRunCollective(const CollArgs& a) {
     case CollKind::Scatter: w.coll = DevColl::Scatter; break;
     default: return ncclInternalError;
   }
-  if (runsAsSendRecv(a.kind) && !d.direct) return ncclInternalError;
+  std::shared_ptr<void> keep;  // a copy of the input (below), freed on the stream after the kernel
+  if (runsAsSendRecv(a.kind)) {
+    if (!d.direct) return ncclInternalError;
+    // Buffers that overlap other than in NCCL's in-place layout (all-to-all:
+    // one buffer; gather: the input is the root's block of the output;
+    // scatter: the reverse): this rank's input goes from a copy, as it did
+    // when these were sends and receives. Each rank decides for itself; all
+    // still run the same collective.
+    const size_t block = a.count * esize;
+    const char* send = static_cast<const char*>(a.sendbuff);
+    const char* recv = static_cast<const char*>(a.recvbuff);
+    const size_t sendBytes = a.kind == CollKind::Gather ? block : block * n;
+    const size_t recvBytes = a.kind == CollKind::Scatter ? block : block * n;
+    const bool both = a.kind == CollKind::AllToAll || a.root == comm->rank;  // elsewhere one buffer is unused
+    const bool layout = both && (a.kind == CollKind::AllToAll ? send == recv
+                                 : a.kind == CollKind::Gather ? send == recv + comm->rank * block
+                                                              : recv == send + comm->rank * block);
+    if (both && !layout && rangesOverlap(send, sendBytes, recv, recvBytes)) {
+      NCCLCHECK(devStagingCopy(comm, send, sendBytes, s, &keep));
+      w.send = keep.get();
+    }
+  }
   size_t total = a.count * esize;
   if (a.kind != CollKind::AllReduce && a.kind != CollKind::Broadcast && a.kind != CollKind::Reduce) total *= n;
   w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((total + kBytesPerChannel - 1) / kBytesPerChannel,
@@ -447,6 +469,7 @@ bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops) {
 ncclResult_t devStagingCopy(ncclComm* comm, const void* src, size_t bytes, void* stream, std::shared_ptr<void>* out) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  NCCLCHECK(afterPrevious(comm, s));  // the input may be the output of the communicator's last call
   void* p = nullptr;
   CUDACHECK(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync (staging copy)", comm);
   out->reset(p, [s](void* q) {
@@ -488,6 +511,31 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   }
   std::vector<Connection*> sends, recvs;
   NCCLCHECK(getConnections(comm, sendPeers, recvPeers, kTagDevP2p, &sends, &recvs));
+  // A send whose buffer a receive of the group writes (sendrecv in place)
+  // sends from a copy made first on the stream, so it sends what the buffer
+  // held before the group, however the two ends' copies interleave. The
+  // copies are freed on the stream after the kernel, which ends only once
+  // its sends were taken.
+  std::map<const CollArgs*, std::shared_ptr<void>> staged;
+  std::map<const CollArgs*, const CollArgs*> selfPair;  // a send to self: the receive it is matched with
+  for (size_t i = 0; i < selfSends.size(); ++i) selfPair[selfSends[i]] = selfRecvs[i];
+  for (const CollArgs& a : ops) {
+    if (a.kind != CollKind::Send) continue;
+    const size_t bytes = a.count * typeSize(a.type);
+    for (const CollArgs& b : ops) {
+      if (b.kind != CollKind::Recv || !rangesOverlap(a.sendbuff, bytes, b.recvbuff, b.count * typeSize(b.type)))
+        continue;
+      auto pair = selfPair.find(&a);
+      if (pair != selfPair.end() && pair->second == &b && a.sendbuff == b.recvbuff) continue;  // in place: no copy
+
+      NCCLCHECK(devStagingCopy(comm, a.sendbuff, bytes, s, &staged[&a]));
+      break;
+    }
+  }
+  auto sendFrom = [&](const CollArgs& a) {
+    auto it = staged.find(&a);
+    return it != staged.end() ? static_cast<const char*>(it->second.get()) : static_cast<const char*>(a.sendbuff);
+  };
 
   // A send or receive larger than its channels' slots hold copies between the
   // buffers where the peer allows it (d.p2pDirect, from p2pDirectPeer at
@@ -532,7 +580,7 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     if (selfSends[i]->sendbuff == selfRecvs[i]->recvbuff) continue;
     DevP2pOp op{};
     op.buf = static_cast<char*>(selfRecvs[i]->recvbuff);
-    op.src = static_cast<const char*>(selfSends[i]->sendbuff);
+    op.src = sendFrom(*selfSends[i]);
     op.bytes = bytes;
     op.peer = comm->rank;
     op.entry = -1;  // every block copies a share (p2pKernel)
@@ -543,7 +591,7 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     if (a.root == comm->rank) continue;
     const bool send = a.kind == CollKind::Send;
     DevP2pOp op{};
-    op.buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
+    op.buf = send ? const_cast<char*>(sendFrom(a)) : static_cast<char*>(a.recvbuff);
     op.bytes = a.count * typeSize(a.type);
     op.peer = a.root;
     op.isSend = send;

@@ -72,6 +72,15 @@ bool capturing(cudaStream_t s);
 // no libcuda at link time), or null where the driver lacks it.
 void* driverFunction(const char* symbol);
 
+// Makes `s` wait for the communicator's previous work where that went on
+// another stream (a captured stream follows its graph's order instead).
+inline ncclResult_t afterPrevious(ncclComm* comm, cudaStream_t s) {
+  DevState& d = *comm->dev;
+  if (!capturing(s) && d.haveLast && d.lastStream != s)
+    CUDACHECK(cudaStreamWaitEvent(s, d.lastEvent, 0), "cudaStreamWaitEvent", comm);
+  return ncclSuccess;
+}
+
 // Enqueues `launch` (any stream work; returns cudaError_t) on `s` after the
 // communicator's previous work, and records it as the latest: also when it
 // failed part-way, since what it did enqueue must stay ordered before the
@@ -80,8 +89,7 @@ template <typename Launch>
 ncclResult_t ordered(ncclComm* comm, cudaStream_t s, const char* opName, Launch launch) {
   DevState& d = *comm->dev;
   const bool cap = capturing(s);
-  if (!cap && d.haveLast && d.lastStream != s)
-    CUDACHECK(cudaStreamWaitEvent(s, d.lastEvent, 0), "cudaStreamWaitEvent", comm);
+  NCCLCHECK(afterPrevious(comm, s));
   (void)cudaGetLastError();  // a launch reports cudaGetLastError(): not an earlier call's error
   cudaError_t e = launch();
   if (e != cudaSuccess) (void)cudaGetLastError();

@@ -12,11 +12,6 @@
 namespace accl {
 namespace {
 
-bool overlaps(const void* a, const void* b, size_t bytes) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bytes && y < x + bytes;
-}
-
 // The host copy of an in-place all-to-all's input, but for block `skip` (the
 // rank's own when the buffers coincide: it stays where it is). The communicator
 // keeps the buffer and reuses it once no running operation holds it any more
@@ -66,7 +61,7 @@ ncclResult_t asSendRecv(const CollArgs& a, std::vector<CollArgs>* ops) {
   switch (a.kind) {
     case CollKind::AllToAll: {
       std::shared_ptr<void> keep;
-      const bool inPlace = overlaps(send, recv, block * n);
+      const bool inPlace = rangesOverlap(send, block * n, recv, block * n);
       if (inPlace) {  // send from a copy
         if (a.onDevice) NCCLCHECK(devStagingCopy(comm, send, block * n, a.stream, &keep));
         else NCCLCHECK(hostStagingCopy(comm, send, block, send == recv ? me : -1, &keep));

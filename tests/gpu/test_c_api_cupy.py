@@ -123,8 +123,10 @@ def test_large_sends_copy_between_buffers(nranks):
     # Larger than their channels' slots hold (16 MiB at 2 ranks, 7 at 3, with
     # the default NCCL_BUFFSIZE on an H200's 132 multiprocessors):
     # both ends copy half, from the sender's buffer into the receiver's. A ring
-    # of sends (sources at odd addresses, counts that leave tails) and an
-    # alltoall whose blocks start at odd offsets; CuPy's slices are the reference.
+    # of sends (sources at odd addresses, counts that leave tails); then an
+    # alltoall whose blocks start at odd offsets (a direct collective of these
+    # ranks of one process: its pairs swap blocks, 16-byte packs or bytes);
+    # CuPy's slices are the reference.
     comms = init_all(nranks)
     s = streams(nranks)
     rng = np.random.default_rng(nranks)
@@ -210,6 +212,32 @@ def test_sends_ahead_of_their_receiver_wait_for_free_slots():
         got = [int(d[0]) for d in dst]
         assert got == list(range(1, 10)), (grouped, got)
         assert all(bool((dst[k] == k + 1).all()) for k in range(9)), grouped
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
+@pytest.mark.parametrize("count", [5, 1 << 20, 40 << 20])
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_sendrecv_in_place(nranks, count):
+    # Each rank sends its buffer to the next and receives into the same
+    # buffer from the previous one, in one group: it must send what the
+    # buffer held before the group (docs/api-status.md), through the slots
+    # (5 B, 1 MiB) and copied directly (40 MiB, above what the slots hold),
+    # whichever end copies first.
+    comms = init_all(nranks)
+    s = streams(nranks)
+    rng = np.random.default_rng(count + nranks)
+    bufs = [cp.asarray(rng.integers(0, 256, count, dtype=np.uint8)) for _ in range(nranks)]
+    before = [b.copy() for b in bufs]
+    cp.cuda.Device().synchronize()
+    with Group():
+        for r in range(nranks):
+            st = ctypes.c_void_p(s[r].ptr)
+            check(lib.ncclSend(ptr(bufs[r]), count, 1, (r + 1) % nranks, comms[r], st), "ncclSend")
+            check(lib.ncclRecv(ptr(bufs[r]), count, 1, (r - 1) % nranks, comms[r], st), "ncclRecv")
+    for r in range(nranks):
+        s[r].synchronize()
+        assert bool(cp.array_equal(bufs[r], before[(r - 1) % nranks])), r
     for c in comms:
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
