@@ -8,13 +8,7 @@
 # ONLY=mps runs the processes under MPS alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export NCCL_SOCKET_IFNAME=lo ACCL_TIMEOUT=60
-NCCL_LIB=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
-ACCL_LIB=$(python3 -c 'import accl; print(accl.lib_dir())')
-cmake -S perf -B /tmp/bp -DNCCL_ROOT="$NCCL_LIB" -DACCL_PERF_CUDA=ON > /dev/null &&
-  cmake --build /tmp/bp -j"$(nproc)" > /dev/null 2>&1 || { echo "perf drivers did not build"; exit 1; }
+. ci/device_perf_drivers.sh
 bench() {  # name, then the command (the library is ACCL's)
   local name=$1; shift
   LD_LIBRARY_PATH="$ACCL_LIB" timeout 120 "$@" > "$OUT/$name.txt" 2>&1

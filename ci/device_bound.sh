@@ -8,13 +8,7 @@
 # 256 MiB takes the host minutes), COLLS and RANKS what runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export NCCL_SOCKET_IFNAME=lo ACCL_TIMEOUT=60
-NCCL_LIB=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
-ACCL_LIB=$(python3 -c 'import accl; print(accl.lib_dir())')
-cmake -S perf -B /tmp/bp -DNCCL_ROOT="$NCCL_LIB" -DACCL_PERF_CUDA=ON > /dev/null &&
-  cmake --build /tmp/bp -j"$(nproc)" > /dev/null 2>&1 || { echo "perf drivers did not build"; exit 1; }
+. ci/device_perf_drivers.sh
 # The copy's rate: cudaMemcpy of 256 MiB device to device, best of 20, read + write.
 RATE=$(python3 - <<'PY'
 import cupy as cp

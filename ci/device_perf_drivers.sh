@@ -1,0 +1,11 @@
+# Sourced by the device scripts (from the checkout's top level): $OUT made,
+# the environment the drivers run with, the two libraries' directories
+# ($ACCL_LIB, and $NCCL_LIB from the nvidia-nccl-cu13 wheel), and the perf
+# drivers built against NCCL in /tmp/bp (LD_LIBRARY_PATH picks the library).
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export NCCL_SOCKET_IFNAME=lo ACCL_TIMEOUT=60
+NCCL_LIB=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
+ACCL_LIB=$(python3 -c 'import accl; print(accl.lib_dir())')
+cmake -S perf -B /tmp/bp -DNCCL_ROOT="$NCCL_LIB" -DACCL_PERF_CUDA=ON > /dev/null &&
+  cmake --build /tmp/bp -j"$(nproc)" > /dev/null 2>&1 || { echo "perf drivers did not build"; exit 1; }
