@@ -62,9 +62,13 @@ ncclResult_t asSendRecv(const CollArgs& a, std::vector<CollArgs>* ops) {
     case CollKind::AllToAll: {
       std::shared_ptr<void> keep;
       const bool inPlace = rangesOverlap(send, block * n, recv, block * n);
-      if (inPlace) {  // send from a copy
-        if (a.onDevice) NCCLCHECK(devStagingCopy(comm, send, block * n, a.stream, &keep));
-        else NCCLCHECK(hostStagingCopy(comm, send, block, send == recv ? me : -1, &keep));
+      // Host buffers send from a copy, made now (when the call runs). Device
+      // sends that overlap their receives are copied when the group's sends
+      // and receives are queued (devRunP2p), after the group's earlier work:
+      // a copy queued now, when the call is made inside a group, would read
+      // the buffer before that work wrote it.
+      if (inPlace && !a.onDevice) {
+        NCCLCHECK(hostStagingCopy(comm, send, block, send == recv ? me : -1, &keep));
         send = static_cast<const char*>(keep.get());
       }
       for (int r = 0; r < n; ++r) {

@@ -46,9 +46,11 @@ bool devQueuesOnly(const ncclComm* comm, const std::vector<CollArgs>& ops);
 // allowed: the same answer on every rank); otherwise they are the sends and
 // receives of coll/send_recv_colls.cc.
 bool devDirectSendRecvColls(const ncclComm* comm);
-// A stream-ordered copy of `bytes` of device memory at `src` on `stream`, for an
-// operation that must read its input after overwriting it (in-place
-// all-to-all); freed on the stream once the last holder lets go, which is after
+// A stream-ordered copy of `bytes` of device memory at `src` on `stream`, after
+// the communicator's earlier work, for an operation that must read its input
+// after overwriting it (a send that a receive of its group overwrites; an
+// all-to-all, gather or scatter whose buffers overlap outside NCCL's in-place
+// layout); freed on the stream once the last holder lets go, which is after
 // the operation's kernel was queued.
 ncclResult_t devStagingCopy(ncclComm* comm, const void* src, size_t bytes, void* stream, std::shared_ptr<void>* out);
 // ncclMemAlloc/ncclMemFree in device mode: device memory of the calling thread's

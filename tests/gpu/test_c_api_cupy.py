@@ -34,6 +34,7 @@ for name, args in {
     "ncclAllReduce": [P, P, S, I, I, Comm, P], "ncclBroadcast": [P, P, S, I, I, Comm, P],
     "ncclReduce": [P, P, S, I, I, I, Comm, P], "ncclAllGather": [P, P, S, I, Comm, P],
     "ncclReduceScatter": [P, P, S, I, I, Comm, P], "ncclAlltoAll": [P, P, S, I, Comm, P],
+    "ncclGather": [P, P, S, I, I, Comm, P], "ncclScatter": [P, P, S, I, I, Comm, P],
     "ncclSend": [P, S, I, I, Comm, P], "ncclRecv": [P, S, I, I, Comm, P],
     "ncclCommAbort": [Comm], "ncclCommDestroy": [Comm], "ncclCommGetAsyncError": [Comm, ctypes.POINTER(I)],
     "ncclMemAlloc": [ctypes.POINTER(P), S], "ncclMemFree": [P],
@@ -260,6 +261,53 @@ def test_alltoall_in_place(count):
         s[r].synchronize()
         want = cp.concatenate([before[k][r * count:(r + 1) * count] for k in range(nranks)])
         assert bool(cp.array_equal(bufs[r], want)), r
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
+@pytest.mark.parametrize("kind", ["alltoall", "gather", "scatter"])
+def test_buffers_overlapping_outside_the_in_place_layout(kind):
+    # Send and receive buffers of one allocation that overlap, but not as
+    # NCCL's in-place layout has them (all-to-all: receive 1000 bytes past
+    # the send; gather and scatter: the root's block at another place). Ranks
+    # of one process run these direct: such a rank's input goes from a copy.
+    # Its inputs as they were before the call are the reference.
+    nranks, count, shift, root = 3, (1 << 20) + 16, 1000, 1
+    comms = init_all(nranks)
+    s = streams(nranks)
+    rng = np.random.default_rng(nranks)
+    bufs = [cp.asarray(rng.integers(0, 256, nranks * count + shift, dtype=np.uint8)) for _ in range(nranks)]
+    if kind == "alltoall":
+        send = [b[:nranks * count] for b in bufs]
+        recv = [b[shift:] for b in bufs]
+    elif kind == "gather":  # the root's input overlaps its output's blocks 0 and 1
+        send = [b[shift:shift + count] for b in bufs]
+        recv = [b[:nranks * count] for b in bufs]
+    else:  # scatter: the root's output overlaps its input's block 0
+        send = [b[:nranks * count] for b in bufs]
+        recv = [b[shift:shift + count] for b in bufs]
+    before = [x.copy() for x in send]
+    cp.cuda.Device().synchronize()
+    with Group():
+        for r in range(nranks):
+            st = ctypes.c_void_p(s[r].ptr)
+            if kind == "alltoall":
+                check(lib.ncclAlltoAll(ptr(send[r]), ptr(recv[r]), count, 1, comms[r], st), kind)
+            elif kind == "gather":
+                check(lib.ncclGather(ptr(send[r]), ptr(recv[r]), count, 1, root, comms[r], st), kind)
+            else:
+                check(lib.ncclScatter(ptr(send[r]), ptr(recv[r]), count, 1, root, comms[r], st), kind)
+    for r in range(nranks):
+        s[r].synchronize()
+    if kind == "alltoall":
+        for r in range(nranks):
+            want = cp.concatenate([before[k][r * count:(r + 1) * count] for k in range(nranks)])
+            assert bool(cp.array_equal(recv[r], want)), r
+    elif kind == "gather":
+        assert bool(cp.array_equal(recv[root], cp.concatenate(before))), root
+    else:
+        for r in range(nranks):
+            assert bool(cp.array_equal(recv[r], before[root][r * count:(r + 1) * count])), r
     for c in comms:
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
