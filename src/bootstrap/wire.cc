@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <vector>
 
 #include "core/check.h"
 #include "core/debug.h"
@@ -58,14 +57,12 @@ void bootstrapSession(const SockAddr* table, size_t entries, uint8_t out[kSessio
 void rootProof(const uint8_t* secret, const uint8_t* nonce, const RootReply& reply, const SockAddr* table,
                size_t entries, uint8_t out[kMacBytes]) {
   static const char kLabel[] = "ACCL root reply";  // not a hello's MAC, whatever the bytes
-  std::vector<uint8_t> text(kLabel, kLabel + sizeof(kLabel));
-  const auto add = [&text](const void* p, size_t n) {
-    text.insert(text.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
-  };
-  add(nonce, kNonceBytes);
-  add(&reply, sizeof(reply));
-  add(table, entries * sizeof(SockAddr));
-  hmacSha256(secret, kSecretBytes, text.data(), text.size(), out);
+  HmacSha256 mac(secret, kSecretBytes);
+  mac.update(kLabel, sizeof(kLabel));
+  mac.update(nonce, kNonceBytes);
+  mac.update(&reply, sizeof(reply));
+  mac.update(table, entries * sizeof(SockAddr));
+  mac.final(out);
 }
 
 }  // namespace accl

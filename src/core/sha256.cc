@@ -79,26 +79,33 @@ void Sha256::final(uint8_t out[kSha256Bytes]) {
     for (int j = 0; j < 4; ++j) out[4 * i + j] = static_cast<uint8_t>(h_[i] >> (24 - 8 * j));
 }
 
-void hmacSha256(const uint8_t* key, size_t keyLen, const void* data, size_t len, uint8_t out[kSha256Bytes]) {
-  uint8_t k[64] = {};
+HmacSha256::HmacSha256(const uint8_t* key, size_t keyLen) {
   if (keyLen > 64) {  // a long key is hashed first
     Sha256 kh;
     kh.update(key, keyLen);
-    kh.final(k);
+    kh.final(key_);
   } else {
-    memcpy(k, key, keyLen);
+    memcpy(key_, key, keyLen);
   }
+  uint8_t pad[64];
+  for (int i = 0; i < 64; ++i) pad[i] = key_[i] ^ 0x36;
+  inner_.update(pad, 64);
+}
+
+void HmacSha256::final(uint8_t out[kSha256Bytes]) {
   uint8_t pad[64], inner[kSha256Bytes];
-  for (int i = 0; i < 64; ++i) pad[i] = k[i] ^ 0x36;
-  Sha256 in;
-  in.update(pad, 64);
-  in.update(data, len);
-  in.final(inner);
-  for (int i = 0; i < 64; ++i) pad[i] = k[i] ^ 0x5c;
+  inner_.final(inner);
+  for (int i = 0; i < 64; ++i) pad[i] = key_[i] ^ 0x5c;
   Sha256 outer;
   outer.update(pad, 64);
   outer.update(inner, sizeof(inner));
   outer.final(out);
+}
+
+void hmacSha256(const uint8_t* key, size_t keyLen, const void* data, size_t len, uint8_t out[kSha256Bytes]) {
+  HmacSha256 mac(key, keyLen);
+  mac.update(data, len);
+  mac.final(out);
 }
 
 }  // namespace accl

@@ -24,6 +24,18 @@ class Sha256 {
   uint64_t total_ = 0;  // bytes hashed
 };
 
+// HMAC-SHA256 of a message given in parts.
+class HmacSha256 {
+ public:
+  HmacSha256(const uint8_t* key, size_t keyLen);
+  void update(const void* data, size_t len) { inner_.update(data, len); }
+  void final(uint8_t out[kSha256Bytes]);  // the object is spent afterwards
+
+ private:
+  uint8_t key_[64] = {};  // the key, hashed first when longer than a block
+  Sha256 inner_;
+};
+
 void hmacSha256(const uint8_t* key, size_t keyLen, const void* data, size_t len, uint8_t out[kSha256Bytes]);
 
 }  // namespace accl

@@ -430,6 +430,14 @@ TEST(sha256_and_hmac_vectors) {
   const std::string msg6 = "Test Using Larger Than Block-Size Key - Hash Key First";
   hmacSha256(key6.data(), key6.size(), msg6.data(), msg6.size(), mac);
   CHECK_EQ(hex(mac, sizeof(mac)), std::string("60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"));
+  // The same message in parts (the root's proof MACs its fields so).
+  HmacSha256 parts(key6.data(), key6.size());
+  parts.update(msg6.data(), 5);
+  parts.update(msg6.data() + 5, 0);
+  parts.update(msg6.data() + 5, msg6.size() - 5);
+  uint8_t again[kSha256Bytes];
+  parts.final(again);
+  CHECK_EQ(hex(again, sizeof(again)), hex(mac, sizeof(mac)));
 }
 
 TEST(same_subnet) {
