@@ -28,10 +28,17 @@ ncclResult_t Primitives::send(const void* local, size_t bytes) {
 ncclResult_t Primitives::sendCopy(const void* src, size_t bytes) {
   char* slot;
   NCCLCHECK(steps_.waitSend(send_, &slot));
-  memcpy(slot, src, bytes);
-  steps_.post(send_, bytes);
+  postCopy(slot, src, bytes);
   return ncclSuccess;
 }
+
+void Primitives::postCopy(char* slot, const void* from, size_t bytes) {
+  if (steps_.postFrom(send_, from, bytes)) return;  // a socket sends it from where it is
+  memcpy(slot, from, bytes);
+  steps_.post(send_, bytes);
+}
+
+ncclResult_t Primitives::finish() { return steps_.waitAllSent(); }
 
 ncclResult_t Primitives::recv(void* out, size_t bytes) {
   const char* data;
@@ -57,8 +64,14 @@ ncclResult_t Primitives::recvReduceCopySend(const void* local, void* out, size_t
   char* slot;
   NCCLCHECK(steps_.waitRecv(recv_, bytes, &data));
   NCCLCHECK(steps_.waitSend(send_, &slot));
-  red_->combineFinishCopy(out, slot, data, local, bytes / esize_, esize_);
-  steps_.post(send_, bytes);
+  if (send_->sendsFromMemory()) {  // the result once, into out, which a socket sends from
+    red_->combine(out, data, local, bytes / esize_);
+    red_->finish(out, bytes / esize_);
+    postCopy(slot, out, bytes);
+  } else {
+    red_->combineFinishCopy(out, slot, data, local, bytes / esize_, esize_);
+    steps_.post(send_, bytes);
+  }
   steps_.release(recv_);
   return ncclSuccess;
 }
@@ -77,9 +90,13 @@ ncclResult_t Primitives::recvCopySend(void* out, size_t bytes) {
   char* slot;
   NCCLCHECK(steps_.waitRecv(recv_, bytes, &data));
   NCCLCHECK(steps_.waitSend(send_, &slot));
-  if (out) memcpy(out, data, bytes);
-  memcpy(slot, data, bytes);
-  steps_.post(send_, bytes);
+  if (out) {
+    memcpy(out, data, bytes);
+    postCopy(slot, out, bytes);
+  } else {
+    memcpy(slot, data, bytes);
+    steps_.post(send_, bytes);
+  }
   steps_.release(recv_);
   return ncclSuccess;
 }

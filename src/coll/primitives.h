@@ -1,5 +1,9 @@
 // Ring steps over one recv and one send connection: each call moves one
 // chunk (at most a slot) and applies the collective's Reducer where it reduces.
+// A chunk that leaves unchanged from the caller's buffers (sendCopy, and the
+// outputs of recvCopySend and recvReduceCopySend) goes out from there over a
+// socket, with no copy into the slot: those bytes must stay as they are until
+// finish(), which every collective calls before it returns.
 #pragma once
 
 #include <cstddef>
@@ -29,9 +33,15 @@ class Primitives {
   // out <- prev's chunk; next <- prev's chunk
   ncclResult_t recvCopySend(void* out, size_t bytes);
 
+  // Until every chunk sent from the caller's buffers has left.
+  ncclResult_t finish();
+
   size_t maxChunkBytes() const;
 
  private:
+  // next <- `from`: posted from there where the connection sends from memory,
+  // else copied into `slot` (the next free one) and posted.
+  void postCopy(char* slot, const void* from, size_t bytes);
   Steps steps_;
   Connection* recv_;
   Connection* send_;

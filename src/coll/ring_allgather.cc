@@ -32,7 +32,7 @@ ncclResult_t ringAllGather(const CollArgs& a) {
       NCCLCHECK(prims.recvCopySend(dst + static_cast<size_t>(blockOf(k)) * blockBytes + off, len));
     NCCLCHECK(prims.recv(dst + static_cast<size_t>(blockOf(n - 1)) * blockBytes + off, len));
   }
-  return ncclSuccess;
+  return prims.finish();
 }
 
 }  // namespace accl

@@ -54,7 +54,7 @@ ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red) {
     c = block(n - 1);
     NCCLCHECK(prims.recv(dst + off(c), len(c)));
   }
-  return ncclSuccess;
+  return prims.finish();
 }
 
 }  // namespace accl

@@ -32,7 +32,7 @@ ncclResult_t ringBroadcast(const CollArgs& a) {
     else if (rel == n - 1) NCCLCHECK(prims.recv(dst + off, len));
     else NCCLCHECK(prims.recvCopySend(dst + off, len));
   }
-  return ncclSuccess;
+  return prims.finish();
 }
 
 }  // namespace accl

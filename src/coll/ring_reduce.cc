@@ -33,7 +33,7 @@ ncclResult_t ringReduce(const CollArgs& a, const Reducer& red) {
     else if (rel == n - 1) NCCLCHECK(prims.recvReduceCopy(in, dst + off * esize, len));
     else NCCLCHECK(prims.recvReduceSend(in, len));
   }
-  return ncclSuccess;
+  return prims.finish();
 }
 
 }  // namespace accl

@@ -35,7 +35,7 @@ ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red) {
     for (int k = 2; k < n; ++k) NCCLCHECK(prims.recvReduceSend(input(k) + off, len));
     NCCLCHECK(prims.recvReduceCopy(input(0) + off, dst + off, len));
   }
-  return ncclSuccess;
+  return prims.finish();
 }
 
 }  // namespace accl
