@@ -81,6 +81,17 @@ def test_sockets_send_from_the_callers_buffers(c_program, transport):
     assert "OK: rank 0" in p.stdout and "OK: rank 1" in p.stdout, p.stdout
 
 
+@pytest.mark.timeout(120)
+def test_ring_sends_from_the_callers_buffers(c_program):
+    """tests/c/ring_sent_from_memory.c: 3 processes, a host each, the ring
+    (NCCL_ALGO=ring): allreduce, allgather and broadcast in and out of place
+    with exact results, every buffer overwritten right after its call, so a
+    chunk still going out from it would show in the results."""
+    p = run(c_program("ring_sent_from_memory"), env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert all(f"OK: rank {r}" in p.stdout for r in range(3)), p.stdout
+
+
 def test_c_consumer_sockets(c_program):
     p = run(c_program("allreduce_c"), 3, 1000003, env={"NCCL_SHM_DISABLE": "1"})
     assert p.returncode == 0, p.stdout + p.stderr
