@@ -36,10 +36,10 @@ struct CollArgs {
 };
 
 bool isP2p(CollKind k);
-// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
+// Whether [a, a + aBytes) and [b, b + bBytes) share a byte (an empty one shares none).
 inline bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bBytes && y < x + aBytes;
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
 }
 const char* collName(CollKind k);  // "AllReduce", as NCCL_ALGO spells it (lower-cased)
 // All-to-all, gather and scatter: sends and receives (coll/send_recv_colls.cc),

@@ -28,7 +28,7 @@ struct Message {
   // Whether this receive may write its next n bytes now.
   bool mayWrite(size_t n) const {
     for (const Message* s : after)
-      if (s->done < s->bytes && s->buf + s->done < buf + done + n && buf + done < s->buf + s->bytes) return false;
+      if (rangesOverlap(s->buf + s->done, s->bytes - s->done, buf + done, n)) return false;  // still to be taken
     return true;
   }
 };
@@ -154,7 +154,6 @@ class Driver {
 // the slots, never sent from the buffer, and the receive writes each part
 // only once the send has copied it (Message::mayWrite).
 void markOverlaps(Queues& sendQ, Queues& recvQ) {
-  auto overlap = [](const Message& a, const char* lo, const char* hi) { return a.buf < hi && lo < a.buf + a.bytes; };
   const char *lo = nullptr, *hi = nullptr;  // every receive lies in [lo, hi): most sends are outside
   for (Queue& r : recvQ)
     for (const Message& w : r.msgs) {
@@ -163,10 +162,10 @@ void markOverlaps(Queues& sendQ, Queues& recvQ) {
     }
   for (Queue& s : sendQ)
     for (Message& m : s.msgs) {
-      if (!lo || !overlap(m, lo, hi)) continue;
+      if (!lo || !rangesOverlap(m.buf, m.bytes, lo, static_cast<size_t>(hi - lo))) continue;
       for (Queue& r : recvQ)
         for (Message& w : r.msgs)
-          if (overlap(m, w.buf, w.buf + w.bytes)) {
+          if (rangesOverlap(m.buf, m.bytes, w.buf, w.bytes)) {
             m.copy = true;
             w.after.push_back(&m);
           }
