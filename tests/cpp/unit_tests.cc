@@ -17,6 +17,9 @@
 #include <vector>
 
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +40,9 @@
 #include "core/comm.h"
 #include "transport/connection.h"
 #include "device/host_reduce.h"
+#include "device/lowp.h"
+#include "device/lowp_vec.h"
+#include "device/host_kernels.h"
 
 namespace {
 
@@ -670,6 +676,159 @@ TEST(premulsum_and_postdiv) {
   CHECK_EQ(sum[2], -2);
   ReduceKernels none{};
   CHECK(!hostKernels(ncclFloat32, OpKind::SumPostDiv, &none));  // float avg is PreMulSum(1/n)
+}
+
+// float bits that exercise every rounding decision of a conversion to a
+// narrower format: each sign and exponent, with mantissas a·2^k, a·2^k ± 1
+// (a < 8, every k: the halfway points, their neighbours and the sticky bits of
+// each target's precision and of each subnormal shift), plus a pseudo-random
+// sweep. (All 2^32 inputs were compared once by hand: no difference.)
+std::vector<uint32_t> roundingProbes() {
+  std::vector<uint32_t> v;
+  for (uint32_t se = 0; se < 512; ++se)
+    for (uint32_t a = 0; a < 8; ++a)
+      for (int k = 0; k < 23; ++k)
+        for (int d = -1; d <= 1; ++d) v.push_back(se << 23 | (((a << k) + d) & 0x7fffffu));
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 1 << 20; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v.push_back(static_cast<uint32_t>(x));
+  }
+  return v;
+}
+
+template <typename T>
+void checkVecConversions(const std::vector<uint32_t>& probes) {
+  using Bits = decltype(T::bits);
+  uint32_t firstEncoding = ~0u, firstFloat = ~0u;  // the first input that differs, if any
+  for (uint32_t b = 0; b < (1u << (8 * sizeof(Bits))) && firstEncoding == ~0u; ++b) {
+    const T t{static_cast<Bits>(b)};
+    if (lowp_detail::bitsOf(lowp_vec::toFloat(t)) != lowp_detail::bitsOf(toFloat(t))) firstEncoding = b;
+  }
+  for (uint32_t u : probes) {
+    const float f = lowp_detail::floatOf(u);
+    if (lowp_vec::fromFloat<T>(f).bits != fromFloat<T>(f).bits ||
+        lowp_vec::roundResult<T>(f).bits != roundResult<T>(f).bits) {
+      firstFloat = u;
+      break;
+    }
+  }
+  CHECK_EQ(firstEncoding, ~0u);
+  CHECK_EQ(firstFloat, ~0u);
+}
+
+// lowp_vec.h's conversions give lowp.h's bits (lowp.h is checked against
+// ml_dtypes and CUDA's rules by tests/native/test_lowp.py).
+TEST(lowp_vec_matches_lowp) {
+  const std::vector<uint32_t> probes = roundingProbes();
+  checkVecConversions<half_t>(probes);
+  checkVecConversions<bf16_t>(probes);
+  checkVecConversions<fp8e4m3_t>(probes);
+  checkVecConversions<fp8e5m2_t>(probes);
+}
+
+// The host kernels of a low-precision type give, element by element, what
+// lowp.h's operators give: fp8 on every pair of encodings, the 16-bit types on
+// every encoding against special and sampled partners.
+template <typename T>
+void checkLowpKernels(HostIsa isa, ncclDataType_t type) {
+  using Bits = decltype(T::bits);
+  const uint32_t count = 1u << (8 * sizeof(Bits));
+  std::vector<Bits> partners;
+  if (sizeof(Bits) == 1) {
+    for (uint32_t b = 0; b < count; ++b) partners.push_back(static_cast<Bits>(b));
+  } else {
+    for (Bits b : {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x3f80, 0x7bff, 0xfbff, 0x7c00,
+                   0xfc00, 0x7e00, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0x7fff, 0x3555, 0x1234})
+      partners.push_back(b);
+    for (uint32_t i = 0; i < 48; ++i) partners.push_back(static_cast<Bits>(i * 40503u + 977u));
+  }
+  std::vector<Bits> a(count), b(count), got(count), got2(count), got3(count);
+  Scalar s;
+  s.f = 0.3;
+  const T k = fromFloat<T>(0.3f);
+  for (OpKind op : {OpKind::Sum, OpKind::Prod, OpKind::Max, OpKind::Min, OpKind::PreMulSum}) {
+    ReduceKernels kern{};
+    CHECK(hostKernelsOf(isa, type, op, &kern));
+    for (Bits p : partners) {
+      for (uint32_t i = 0; i < count; ++i) a[i] = static_cast<Bits>(i), b[i] = p;
+      kern.combine(got.data(), a.data(), b.data(), count, &s);
+      if (kern.combine2) {  // both destinations get the result
+        kern.combine2(got2.data(), got3.data(), a.data(), b.data(), count, &s);
+        CHECK(got2 == got && got3 == got);
+      }
+      for (uint32_t i = 0; i < count; ++i) {
+        const T x{a[i]}, y{p};
+        T want{};
+        switch (op) {
+          case OpKind::Sum: want = OpSum<T>()(x, y); break;
+          case OpKind::Prod: want = OpProd<T>()(x, y); break;
+          case OpKind::Max: want = OpMax<T>()(x, y); break;
+          case OpKind::Min: want = OpMin<T>()(x, y); break;
+          default: want = OpSum<T>()(x, OpProd<T>()(y, k)); break;  // peer + T(local * scalar)
+        }
+        if (got[i] != want.bits) {  // name the first difference, and stop
+          char what[96];
+          snprintf(what, sizeof what, "%s op %d, 0x%x with 0x%x: 0x%x, lowp.h 0x%x", hostIsaName(isa), static_cast<int>(op),
+                   unsigned(a[i]), unsigned(p), unsigned(got[i]), unsigned(want.bits));
+          CHECK_EQ(std::string(what), std::string());
+          return;
+        }
+      }
+    }
+  }
+}
+
+// Every instruction set this CPU runs, and each again with FTZ and DAZ set.
+TEST(host_reduce_lowp_matches_lowp) {
+  for (HostIsa isa : {HostIsa::Base, HostIsa::X86v3, HostIsa::X86v4}) {
+    if (!hostIsaRuns(isa)) continue;
+    for (bool flushing : {false, true}) {
+#if defined(__x86_64__)
+      const unsigned csr = _mm_getcsr();
+      if (flushing) _mm_setcsr(csr | 0x8040);  // FTZ | DAZ
+#else
+      if (flushing) continue;
+#endif
+      checkLowpKernels<half_t>(isa, ncclFloat16);
+      checkLowpKernels<bf16_t>(isa, ncclBfloat16);
+      checkLowpKernels<fp8e4m3_t>(isa, ncclFloat8e4m3);
+      checkLowpKernels<fp8e5m2_t>(isa, ncclFloat8e5m2);
+#if defined(__x86_64__)
+      _mm_setcsr(csr);
+#endif
+    }
+  }
+}
+
+// float and double max and min are fmax and fmin: a NaN operand is ignored.
+TEST(host_reduce_float_max_min_ignore_nan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  float a[6] = {1, nan, nan, -inf, 3, -0.5f}, b[6] = {2, 5, nan, 7, nan, -0.25f}, d[6];
+  kernels(ncclFloat32, OpKind::Max).combine(d, a, b, 6, nullptr);
+  CHECK_EQ(d[0], 2.0f);
+  CHECK_EQ(d[1], 5.0f);
+  CHECK(d[2] != d[2]);
+  CHECK_EQ(d[3], 7.0f);
+  CHECK_EQ(d[4], 3.0f);
+  CHECK_EQ(d[5], -0.25f);
+  kernels(ncclFloat32, OpKind::Min).combine(d, a, b, 6, nullptr);
+  CHECK_EQ(d[0], 1.0f);
+  CHECK_EQ(d[1], 5.0f);
+  CHECK(d[2] != d[2]);
+  CHECK_EQ(d[3], -inf);
+  CHECK_EQ(d[4], 3.0f);
+  CHECK_EQ(d[5], -0.5f);
+  const double dn = std::numeric_limits<double>::quiet_NaN();
+  double x[3] = {dn, 4, -1}, y[3] = {-2, dn, -3}, z[3];
+  kernels(ncclFloat64, OpKind::Max).combine(z, x, y, 3, nullptr);
+  CHECK_EQ(z[0], -2.0);
+  CHECK_EQ(z[1], 4.0);
+  CHECK_EQ(z[2], -1.0);
+  kernels(ncclFloat64, OpKind::Min).combine(z, x, y, 3, nullptr);
+  CHECK_EQ(z[0], -2.0);
+  CHECK_EQ(z[1], 4.0);
+  CHECK_EQ(z[2], -3.0);
 }
 
 TEST(double_binary_tree_shape) {

@@ -83,6 +83,34 @@ def test_perf_allreduce_three_ranks_other_types_and_ops():
 
 @pytest.mark.skipif(not HOST_MODE, reason="accl.perf uses host arrays")
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("isa", ["x86-64", "x86-64-v3", "x86-64-v4", "sse9"])
+def test_perf_host_isa(isa):
+    # ACCL_HOST_ISA picks the reduction kernels' instruction set; each gives
+    # exact results on every datatype and op (float16 through F16C in v3 and
+    # v4, fp8 through tables), on the ring (64 KiB) and on the direct path
+    # (1 MiB). A set this CPU or build lacks, or a name that is none, is said
+    # in a WARN, and the widest set runs instead. (Unit tests compare every
+    # set's kernels with lowp.h bit for bit.)
+    env = dict(os.environ, ACCL_HOST_ISA=isa, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
+    sweeps = [["all"], ["bfloat16"], ["f8e4m3"], ["f8e5m2"]] if isa != "sse9" else [["half"]]
+    for types in sweeps:
+        res = subprocess.run([sys.executable, "-m", "accl.perf", "allreduce", "-np", "2", "-b", "64K", "-e", "1M",
+                              "-f", "16", "-n", "1", "-w", "0", "-o", "all", "-d", *types],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        rows = _rows(res.stdout)
+        want = {"half", "float", "double", "int8"} if types == ["all"] else set(types)
+        assert {r[2] for r in rows} >= want, rows
+        assert all(r[8] == "0" and r[12] == "0" for r in rows), [r for r in rows if r[8] != "0" or r[12] != "0"]
+        used = {line.rsplit("the ", 1)[1].split()[0] for line in res.stderr.splitlines()
+                if "host reductions: the " in line}
+        assert len(used) == 1, res.stderr[-2000:]  # both ranks chose the same set
+        if used != {isa}:
+            assert f"ACCL_HOST_ISA={isa}" in res.stderr and "WARN" in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.skipif(not HOST_MODE, reason="accl.perf uses host arrays")
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("register", ["1", "2"])
 def test_perf_registered_buffers(register):
     # -R 1: ncclCommRegister; -R 2: ncclMemAlloc arrays in symmetric windows,

@@ -1,0 +1,99 @@
+// host_kernels_body.h compiled once per instruction set (host_kernels.h says
+// which). Each copy lives in its own namespace, and the wider ones under a
+// target pragma. The headers come first, outside any pragma, so that every
+// inline function they define is baseline code: the wider kernels inline
+// them, and no out-of-line copy the linker keeps can hold instructions that
+// an older CPU lacks. CMake compiles this file with -ffp-contract=off, so
+// that no copy fuses a multiply and an add that the others round twice.
+#include "device/host_kernels.h"
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "device/lowp.h"
+#include "device/lowp_vec.h"
+#include "device/reduce_ops.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ACCL_HOST_X86_LEVELS 1
+#include <immintrin.h>
+#endif
+
+namespace accl {
+namespace {
+
+// fp8's Op on every pair of encodings (a << 8 | b), as lowp.h computes it:
+// 64 KiB for each type and op, made at first use. A lookup runs at 2-3 GB/s
+// where the conversions, unvectorised for 8-bit types, ran at 0.1-0.5.
+template <typename T, template <typename> class Op>
+const uint8_t* fp8Table() {
+  static const std::array<uint8_t, 65536> table = [] {
+    std::array<uint8_t, 65536> t{};
+    for (uint32_t a = 0; a < 256; ++a)
+      for (uint32_t b = 0; b < 256; ++b) t[a << 8 | b] = Op<T>()(T{uint8_t(a)}, T{uint8_t(b)}).bits;
+    return t;
+  }();
+  return table.data();
+}
+
+namespace base {
+constexpr bool kF16c = false;
+#include "device/host_kernels_body.h"
+}  // namespace base
+
+#ifdef ACCL_HOST_X86_LEVELS
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v3")
+namespace x86v3 {
+constexpr bool kF16c = true;
+#include "device/host_kernels_body.h"
+}  // namespace x86v3
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4")
+namespace x86v4 {
+constexpr bool kF16c = true;
+#include "device/host_kernels_body.h"
+}  // namespace x86v4
+#pragma GCC pop_options
+#endif
+
+}  // namespace
+
+bool hostIsaRuns(HostIsa isa) {
+  switch (isa) {
+    case HostIsa::Base: return true;
+#ifdef ACCL_HOST_X86_LEVELS
+    case HostIsa::X86v3: return __builtin_cpu_supports("x86-64-v3");
+    case HostIsa::X86v4: return __builtin_cpu_supports("x86-64-v4");
+#endif
+    default: return false;
+  }
+}
+
+const char* hostIsaName(HostIsa isa) {
+  switch (isa) {
+    case HostIsa::X86v3: return "x86-64-v3";
+    case HostIsa::X86v4: return "x86-64-v4";
+    default:
+#ifdef __x86_64__
+      return "x86-64";
+#else
+      return "baseline";
+#endif
+  }
+}
+
+bool hostKernelsOf(HostIsa isa, ncclDataType_t type, OpKind op, ReduceKernels* out) {
+  switch (isa) {
+#ifdef ACCL_HOST_X86_LEVELS
+    case HostIsa::X86v3: return x86v3::kernels(type, op, out);
+    case HostIsa::X86v4: return x86v4::kernels(type, op, out);
+#endif
+    default: return base::kernels(type, op, out);
+  }
+}
+
+}  // namespace accl
