@@ -3,7 +3,7 @@
 // that stay in the core's cache (the host paths reduce in chunks of 32-128
 // KiB) and on buffers far larger than the cache. Prints GB/s of memory traffic
 // (two inputs read, one output written). ACCL_HOST_ISA picks the kernels'
-// instruction set (design.md, "Host reductions"), so one binary compares them.
+// instruction set (design.md, "Reductions"), so one binary compares them.
 //
 //   reduce_speed [-d TYPE|all] [-o OP|all] [-s BYTES,BYTES,...] [-m MS]
 //
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "device/host_kernels.h"
+#include "device/lowp.h"
 
 namespace {
 
@@ -25,24 +26,35 @@ struct Named {
   const char* name;
   int value;
 };
-// Each type's name, and the encodings of 1 and 1.5 (of 1 and 1 for the integers), little-endian.
-struct Type {
-  const char* name;
-  int value;
-  uint64_t one, oneAndHalf;
-};
-const Type kTypes[] = {{"int8", ncclInt8, 1, 1},
-                       {"uint8", ncclUint8, 1, 1},
-                       {"int32", ncclInt32, 1, 1},
-                       {"uint32", ncclUint32, 1, 1},
-                       {"int64", ncclInt64, 1, 1},
-                       {"uint64", ncclUint64, 1, 1},
-                       {"half", ncclFloat16, 0x3c00, 0x3e00},
-                       {"float", ncclFloat32, 0x3f800000, 0x3fc00000},
-                       {"double", ncclFloat64, 0x3ff0000000000000, 0x3ff8000000000000},
-                       {"bfloat16", ncclBfloat16, 0x3f80, 0x3fc0},
-                       {"f8e4m3", ncclFloat8e4m3, 0x38, 0x3c},
-                       {"f8e5m2", ncclFloat8e5m2, 0x3c, 0x3e}};
+const Named kTypes[] = {{"int8", ncclInt8},         {"uint8", ncclUint8},       {"int32", ncclInt32},
+                        {"uint32", ncclUint32},     {"int64", ncclInt64},       {"uint64", ncclUint64},
+                        {"half", ncclFloat16},      {"float", ncclFloat32},     {"double", ncclFloat64},
+                        {"bfloat16", ncclBfloat16}, {"f8e4m3", ncclFloat8e4m3}, {"f8e5m2", ncclFloat8e5m2}};
+
+// Element i of an input: varied values (so that fp8's table lookups spread
+// over its rows), none subnormal (whose arithmetic x86 takes a slow path
+// for), none overflowing: 1 + (i mod 61)/64 for floating types, 1 + i mod 7
+// for integers; `second` picks the other input's (1.5 + (i mod 53)/128, 1 + i mod 5).
+void encode(ncclDataType_t type, size_t i, bool second, void* out) {
+  const double v = second ? 1.5 + static_cast<double>(i % 53) / 128 : 1 + static_cast<double>(i % 61) / 64;
+  const int64_t k = second ? 1 + static_cast<int64_t>(i % 5) : 1 + static_cast<int64_t>(i % 7);
+  auto put = [&](auto x) { memcpy(out, &x, sizeof x); };
+  switch (type) {
+    case ncclInt8: put(static_cast<int8_t>(k)); break;
+    case ncclUint8: put(static_cast<uint8_t>(k)); break;
+    case ncclInt32: put(static_cast<int32_t>(k)); break;
+    case ncclUint32: put(static_cast<uint32_t>(k)); break;
+    case ncclInt64: put(static_cast<int64_t>(k)); break;
+    case ncclUint64: put(static_cast<uint64_t>(k)); break;
+    case ncclFloat16: put(accl::fromFloat<accl::half_t>(static_cast<float>(v))); break;
+    case ncclFloat32: put(static_cast<float>(v)); break;
+    case ncclFloat64: put(v); break;
+    case ncclBfloat16: put(accl::fromFloat<accl::bf16_t>(static_cast<float>(v))); break;
+    case ncclFloat8e4m3: put(accl::fromFloat<accl::fp8e4m3_t>(static_cast<float>(v))); break;
+    default: put(accl::fromFloat<accl::fp8e5m2_t>(static_cast<float>(v))); break;
+  }
+}
+
 const Named kOps[] = {{"sum", int(accl::OpKind::Sum)},
                       {"prod", int(accl::OpKind::Prod)},
                       {"max", int(accl::OpKind::Max)},
@@ -75,13 +87,12 @@ std::vector<X> pick(const X (&all)[N], const char* want, const char* what) {
 
 // GB/s of traffic for combine over `bytes` per buffer: the best of repeated
 // passes within `ms` milliseconds (the best pass is the kernel's own speed).
-double speed(const accl::Reducer& red, size_t esize, const void* one, const void* oneAndHalf, size_t bytes,
-             double ms) {
+double speed(const accl::Reducer& red, ncclDataType_t type, size_t esize, size_t bytes, double ms) {
   const size_t n = bytes / esize;
   std::vector<unsigned char> a(bytes), b(bytes), d(bytes);
-  for (size_t i = 0; i + esize <= bytes; i += esize) {  // 1 and 1.5 (1 for integers): no subnormal, no overflow
-    memcpy(&a[i], one, esize);
-    memcpy(&b[i], oneAndHalf, esize);
+  for (size_t i = 0; i < n; ++i) {
+    encode(type, i, false, &a[i * esize]);
+    encode(type, i, true, &b[i * esize]);
   }
   using Clock = std::chrono::steady_clock;
   const auto stop = Clock::now() + std::chrono::duration<double, std::milli>(ms);
@@ -134,7 +145,7 @@ int main(int argc, char** argv) {
   printf("%-9s %-9s", "type", "op");
   for (size_t s : sizes) printf(" %10zuB", s);
   printf("\n");
-  for (const Type& t : pick(kTypes, type, "type")) {
+  for (const Named& t : pick(kTypes, type, "type")) {
     for (const Named& o : pick(kOps, op, "op")) {
       accl::Reducer red;
       red.kind = static_cast<accl::OpKind>(o.value);
@@ -143,7 +154,7 @@ int main(int argc, char** argv) {
       red.scalar.i = 2;
       printf("%-9s %-9s", t.name, o.name);
       const size_t es = accl::typeSize(static_cast<ncclDataType_t>(t.value));
-      for (size_t s : sizes) printf(" %11.1f", speed(red, es, &t.one, &t.oneAndHalf, s / es * es, ms));
+      for (size_t s : sizes) printf(" %11.1f", speed(red, static_cast<ncclDataType_t>(t.value), es, s / es * es, ms));
       printf("\n");
       fflush(stdout);
     }

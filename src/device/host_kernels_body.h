@@ -29,9 +29,9 @@ template <typename T, template <typename> class Op, bool Lowp = IsLowp<T>::value
 struct Elem {
   T operator()(T a, T b) const {
     if constexpr (std::is_floating_point<T>::value && std::is_same<Op<T>, OpMax<T>>::value)
-      return a > b || b != b ? a : b;
+      return a >= b || b != b ? a : b;  // on a tie (+0, -0) the first, as glibc's fmax
     else if constexpr (std::is_floating_point<T>::value && std::is_same<Op<T>, OpMin<T>>::value)
-      return a < b || b != b ? a : b;
+      return a <= b || b != b ? a : b;
     else
       return Op<T>()(a, b);
   }
@@ -71,7 +71,8 @@ Raw<T> scalarOf(const Scalar* s) {
 // even by its immediate, whatever the rounding mode, gives infinity on
 // overflow and keeps subnormal results; NaN results become lowp.h's
 // canonical 0x7fff. So the bits are lowp.h's (host_reduce_lowp_matches_lowp
-// checks them, under FTZ and DAZ too), at 3-4x the speed of the converted loop.
+// checks them, under FTZ and DAZ and both directed roundings too), at 3-4x
+// the speed of the converted loop.
 enum class HalfOp { Sum, Prod, PreMul, PreMulSum };  // PreMul: T(y * k); PreMulSum: x + T(y * k)
 template <template <typename> class Op>
 constexpr HalfOp halfOpOf() {

@@ -123,9 +123,9 @@ ACCL_HD float toFloat(half_t h) {
   if (exp == 0x7c00u) {
     o += uint32_t(128 - 16) << 23;  // inf / NaN: exponent all ones
   } else if (exp == 0) {
-    // zero / subnormal: renormalise exactly (the operands and result are normal floats, so FTZ cannot bite)
-    o += 1u << 23;
-    return lowp_detail::floatOf(lowp_detail::bitsOf(lowp_detail::floatOf(o) - lowp_detail::floatOf(113u << 23)) | sign);
+    // zero / subnormal: m * 2^-24, exact in every rounding mode (an integer
+    // below 2^10 times a power of two), and a normal float, so FTZ cannot bite
+    return lowp_detail::floatOf(lowp_detail::bitsOf(static_cast<float>(em) * lowp_detail::floatOf(103u << 23)) | sign);
   }
   return lowp_detail::floatOf(o | sign);
 }
@@ -135,12 +135,9 @@ ACCL_HD float toFloat(fp8e4m3_t v) {
   const uint32_t sign = uint32_t(v.bits & 0x80u) << 24;
   const uint32_t em = v.bits & 0x7fu;
   if (em == 0x7fu) return lowp_detail::floatOf(0x7fc00000u | sign);  // the only NaN pattern
-  uint32_t o = (em << 20) + (uint32_t(127 - 7) << 23);
-  if ((em & 0x78u) == 0) {  // zero / subnormal: m * 2^-9
-    o += 1u << 23;
-    return lowp_detail::floatOf(lowp_detail::bitsOf(lowp_detail::floatOf(o) - lowp_detail::floatOf(121u << 23)) | sign);
-  }
-  return lowp_detail::floatOf(o | sign);
+  if ((em & 0x78u) == 0)  // zero / subnormal: m * 2^-9, exact as for half
+    return lowp_detail::floatOf(lowp_detail::bitsOf(static_cast<float>(em) * lowp_detail::floatOf(118u << 23)) | sign);
+  return lowp_detail::floatOf(((em << 20) + (uint32_t(127 - 7) << 23)) | sign);
 }
 
 // ---------------------------------------------------------------------------

@@ -4,10 +4,10 @@
 // float32 runs at 20-100). Host only; the CUDA kernels keep lowp.h's forms.
 //
 // Every function gives the bits of its lowp.h counterpart for every input
-// (the unit test lowp_vec_matches_lowp checks them all), under any rounding
+// (the unit test lowp_vec_matches_lowp checks them), under any rounding
 // mode and FTZ/DAZ: the only floating-point operations are exact ones (a
-// product by a power of two, a difference of close values, a truncating
-// conversion).
+// product by a power of two, a small integer's conversion, the difference of
+// a value and its truncation, a truncating conversion).
 #pragma once
 
 #include <cstdint>
@@ -28,12 +28,12 @@ using lowp_detail::floatOf;
 // c ? a : b as a mask, so that the compiler sees no branch to keep.
 ACCL_VEC_INLINE uint32_t pick(bool c, uint32_t a, uint32_t b) { return b ^ ((a ^ b) & (0u - uint32_t(c))); }
 
-// half -> float. Subnormal halves: the difference of two normal floats.
+// half -> float. Subnormal halves: their integer mantissa times 2^-24.
 ACCL_VEC_INLINE float toFloat(half_t h) {
   const uint32_t sign = uint32_t(h.bits & 0x8000u) << 16;
   const uint32_t em = h.bits & 0x7fffu, exp = em & 0x7c00u;
   const uint32_t o = (em << 13) + (uint32_t(127 - 15) << 23);
-  const uint32_t sub = bitsOf(floatOf(o + (1u << 23)) - floatOf(113u << 23));
+  const uint32_t sub = bitsOf(static_cast<float>(static_cast<int32_t>(em)) * floatOf(103u << 23));
   return floatOf(sign | pick(exp == 0x7c00u, o + (uint32_t(128 - 16) << 23), pick(exp == 0, sub, o)));
 }
 ACCL_VEC_INLINE float toFloat(bf16_t b) { return floatOf(uint32_t(b.bits) << 16); }
@@ -42,7 +42,7 @@ ACCL_VEC_INLINE float toFloat(fp8e4m3_t v) {
   const uint32_t sign = uint32_t(v.bits & 0x80u) << 24;
   const uint32_t em = v.bits & 0x7fu;
   const uint32_t o = (em << 20) + (uint32_t(127 - 7) << 23);
-  const uint32_t sub = bitsOf(floatOf(o + (1u << 23)) - floatOf(121u << 23));
+  const uint32_t sub = bitsOf(static_cast<float>(static_cast<int32_t>(em)) * floatOf(118u << 23));  // m * 2^-9
   return floatOf(sign | pick(em == 0x7fu, 0x7fc00000u, pick((em & 0x78u) == 0, sub, o)));
 }
 
