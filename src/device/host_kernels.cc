@@ -36,11 +36,12 @@ template <typename T, template <typename> class Op>
 const uint8_t* fp8Table() {
   static const std::array<uint8_t, 65536> table = [] {
     std::array<uint8_t, 65536> t{};
-    const int mode = fegetround();
+    fenv_t env;  // the whole environment: x87's and SSE's (MXCSR) rounding both
+    fegetenv(&env);
     fesetround(FE_TONEAREST);
     for (uint32_t a = 0; a < 256; ++a)
       for (uint32_t b = 0; b < 256; ++b) t[a << 8 | b] = Op<T>()(T{uint8_t(a)}, T{uint8_t(b)}).bits;
-    fesetround(mode);
+    fesetenv(&env);
     return t;
   }();
   return table.data();

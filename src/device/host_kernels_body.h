@@ -29,9 +29,9 @@ template <typename T, template <typename> class Op, bool Lowp = IsLowp<T>::value
 struct Elem {
   T operator()(T a, T b) const {
     if constexpr (std::is_floating_point<T>::value && std::is_same<Op<T>, OpMax<T>>::value)
-      return a >= b || b != b ? a : b;  // on a tie (+0, -0) the first, as glibc's fmax
+      return a > b || b != b ? a : b;  // on a tie (+0, -0) the second, as glibc's fmaxf (maxss)
     else if constexpr (std::is_floating_point<T>::value && std::is_same<Op<T>, OpMin<T>>::value)
-      return a <= b || b != b ? a : b;
+      return a < b || b != b ? a : b;
     else
       return Op<T>()(a, b);
   }

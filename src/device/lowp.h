@@ -1,8 +1,8 @@
 // Low-precision floating types (float16, bfloat16, fp8 e4m3fn, fp8 e5m2) for
 // the host executor and CUDA kernels: storage types, exact round-to-nearest-
-// even conversions to and from float (bit manipulation only, no CUDA headers,
-// no floating-point environment dependence: FTZ/DAZ and rounding mode do not
-// matter), and reduction operators that give the results NVIDIA NCCL's
+// even conversions to and from float (bit manipulation, and only exact
+// floating-point steps; no CUDA headers, no floating-point environment
+// dependence: FTZ/DAZ and rounding mode do not matter), and reduction operators that give the results NVIDIA NCCL's
 // kernels give (src/device/reduce_kernel.h). docs/datatypes.md has the
 // sources; the short version:
 //

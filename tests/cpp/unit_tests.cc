@@ -3,6 +3,7 @@
 // Run all: ./accl_unit_tests; one: ./accl_unit_tests NAME. Prints "N passed, M failed".
 #include <algorithm>
 #include <cfenv>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -750,13 +751,18 @@ TEST(lowp_vec_matches_lowp) {
       checkVecConversions<fp8e5m2_t>(probes);
     });
   }
-  // A zero stays a zero of its sign in every environment (x - x is -0 rounding down).
+  // A zero stays a zero of its sign in every environment (x - x is -0 rounding
+  // down). Through volatiles: constants would be folded rounding to nearest.
   for (int env = 0; env < 4; ++env) {
     inFpEnv(env, [&] {
-      CHECK_EQ(lowp_detail::bitsOf(toFloat(half_t{0})), 0u);
-      CHECK_EQ(lowp_detail::bitsOf(lowp_vec::toFloat(half_t{0})), 0u);
-      CHECK_EQ(lowp_detail::bitsOf(toFloat(fp8e4m3_t{0})), 0u);
-      CHECK_EQ(lowp_detail::bitsOf(lowp_vec::toFloat(fp8e4m3_t{0x80})), 0x80000000u);
+      volatile uint16_t plus = 0, minus = 0x8000;
+      volatile uint8_t plus8 = 0, minus8 = 0x80;
+      CHECK_EQ(lowp_detail::bitsOf(toFloat(half_t{plus})), 0u);
+      CHECK_EQ(lowp_detail::bitsOf(lowp_vec::toFloat(half_t{plus})), 0u);
+      CHECK_EQ(lowp_detail::bitsOf(lowp_vec::toFloat(half_t{minus})), 0x80000000u);
+      CHECK_EQ(lowp_detail::bitsOf(toFloat(fp8e4m3_t{plus8})), 0u);
+      CHECK_EQ(lowp_detail::bitsOf(lowp_vec::toFloat(fp8e4m3_t{plus8})), 0u);
+      CHECK_EQ(lowp_detail::bitsOf(lowp_vec::toFloat(fp8e4m3_t{minus8})), 0x80000000u);
     });
   }
 }
@@ -847,8 +853,15 @@ TEST(host_reduce_lowp_matches_lowp) {
   }
 }
 
-// float and double max and min are fmax and fmin: a NaN operand is ignored.
+// float and double max and min are fmax and fmin: a NaN operand is ignored;
+// on a tie of zeros the second operand wins, as x86-64 glibc's fmaxf (maxss).
 TEST(host_reduce_float_max_min_ignore_nan) {
+  volatile float pz = 0.0f, nz = -0.0f;  // volatile: the kernels see them, not the folder
+  float zp[2] = {pz, nz}, zq[2] = {nz, pz}, zr[2];
+  for (OpKind op : {OpKind::Max, OpKind::Min}) {
+    kernels(ncclFloat32, op).combine(zr, zp, zq, 2, nullptr);
+    CHECK(std::signbit(zr[0]) && !std::signbit(zr[1]));
+  }
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   float a[6] = {1, nan, nan, -inf, 3, -0.5f}, b[6] = {2, 5, nan, 7, nan, -0.25f}, d[6];
   kernels(ncclFloat32, OpKind::Max).combine(d, a, b, 6, nullptr);
