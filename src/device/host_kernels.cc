@@ -16,10 +16,11 @@
 #include "device/lowp_vec.h"
 #include "device/reduce_ops.h"
 
-// GCC 12 and later: __builtin_cpu_supports knows the x86-64 levels from 12,
-// the target pragma from 11. Clang and older GCC build the baseline only.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+// GCC 11 and later (the target pragma knows the x86-64 levels from 11).
+// Clang and older GCC build the baseline only.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #define ACCL_HOST_X86_LEVELS 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -72,12 +73,35 @@ constexpr bool kF16c = true;
 
 }  // namespace
 
+#ifdef ACCL_HOST_X86_LEVELS
+namespace {
+// Every feature of x86-64-v3 (AVX, AVX2, BMI1, BMI2, F16C, FMA, LZCNT,
+// MOVBE), one by one: GCC 11's __builtin_cpu_supports knows no levels, nor
+// F16C, LZCNT or MOVBE, which CPUID gives. Its AVX features include the
+// operating system's saving of the vector registers.
+bool runsX86v3() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool f16c = c >> 29 & 1, movbe = c >> 22 & 1;
+  if (!__get_cpuid(0x80000001, &a, &b, &c, &d)) return false;
+  const bool lzcnt = c >> 5 & 1;
+  return f16c && movbe && lzcnt && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+}
+// x86-64-v4: v3 and AVX-512 F, BW, CD, DQ and VL.
+bool runsX86v4() {
+  return runsX86v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+}  // namespace
+#endif
+
 bool hostIsaRuns(HostIsa isa) {
   switch (isa) {
     case HostIsa::Base: return true;
 #ifdef ACCL_HOST_X86_LEVELS
-    case HostIsa::X86v3: return __builtin_cpu_supports("x86-64-v3");
-    case HostIsa::X86v4: return __builtin_cpu_supports("x86-64-v4");
+    case HostIsa::X86v3: return runsX86v3();
+    case HostIsa::X86v4: return runsX86v4();
 #endif
     default: return false;
   }

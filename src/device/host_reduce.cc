@@ -1,6 +1,7 @@
 #include "device/host_reduce.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "core/debug.h"
