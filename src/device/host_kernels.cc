@@ -21,7 +21,12 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #define ACCL_HOST_X86_LEVELS 1
 #include <cpuid.h>
+// GCC's AVX-512 intrinsics start from _mm512_undefined_epi32(), a
+// self-initialised variable that -Wmaybe-uninitialized flags where they inline.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 namespace accl {
@@ -30,13 +35,16 @@ namespace {
 // fp8's Op on every pair of encodings (a << 8 | b), as lowp.h computes it
 // rounding to nearest, as NCCL's GPUs do, whatever mode the thread that
 // makes it is in (only the sign of a zero sum depends on it: -0 + +0 is -0
-// rounding down): 64 KiB for each type and op, made at first use. A lookup
-// runs at 4 GB/s of traffic where the conversions, which GCC does not
-// vectorise for 8-bit types, ran at 0.1-0.5.
+// rounding down), made at first use. An entry is 4 bytes (256 KiB for each
+// type and op) so that a gather never reads across a cache line: with bytes,
+// the 4 a gather reads at an entry cross one at 3 in 64 entries, and gathers
+// ran at half speed or less depending on the data and the table's alignment.
+// Scalar lookups run at 4 GB/s of traffic, gathers at 13-14, where the
+// conversions, which GCC does not vectorise for 8-bit types, ran at 0.1-0.5.
 template <typename T, template <typename> class Op>
-const uint8_t* fp8Table() {
-  static const std::array<uint8_t, 65536> table = [] {
-    std::array<uint8_t, 65536> t{};
+const uint32_t* fp8Table() {
+  static const std::array<uint32_t, 65536> table = [] {
+    std::array<uint32_t, 65536> t{};
     fenv_t env;  // the whole environment: x87's and SSE's (MXCSR) rounding both
     fegetenv(&env);
     fesetround(FE_TONEAREST);
@@ -49,7 +57,7 @@ const uint8_t* fp8Table() {
 }
 
 namespace base {
-constexpr bool kF16c = false;
+constexpr int kLevel = 1;  // x86-64-v<kLevel>: 1 the baseline
 #include "device/host_kernels_body.h"
 }  // namespace base
 
@@ -57,7 +65,7 @@ constexpr bool kF16c = false;
 #pragma GCC push_options
 #pragma GCC target("arch=x86-64-v3")
 namespace x86v3 {
-constexpr bool kF16c = true;
+constexpr int kLevel = 3;
 #include "device/host_kernels_body.h"
 }  // namespace x86v3
 #pragma GCC pop_options
@@ -65,7 +73,7 @@ constexpr bool kF16c = true;
 #pragma GCC push_options
 #pragma GCC target("arch=x86-64-v4")
 namespace x86v4 {
-constexpr bool kF16c = true;
+constexpr int kLevel = 4;
 #include "device/host_kernels_body.h"
 }  // namespace x86v4
 #pragma GCC pop_options

@@ -24,7 +24,8 @@ using Raw = typename RawOf<T>::type;
 // vectorised: 4 GB/s). float16's and bfloat16's sum and product compute in
 // float through lowp_vec.h's branch-free conversions, their max and min
 // through its selectBits. fp8 looks every pair up in a table of lowp.h's
-// results (fp8Table). perf/tools/reduce_speed measures them all.
+// results (fp8Table), with gathers in the wider sets (fp8ByGather).
+// perf/tools/reduce_speed measures them all.
 template <typename T, template <typename> class Op, bool Lowp = IsLowp<T>::value>
 struct Elem {
   T operator()(T a, T b) const {
@@ -46,13 +47,13 @@ struct Elem<T, Op, true> {  // float16, bfloat16
 };
 template <template <typename> class Op>
 struct Elem<fp8e4m3_t, Op, true> {
-  const uint8_t* table = fp8Table<fp8e4m3_t, Op>();
-  uint8_t operator()(uint8_t a, uint8_t b) const { return table[a << 8 | b]; }
+  const uint32_t* table = fp8Table<fp8e4m3_t, Op>();
+  uint8_t operator()(uint8_t a, uint8_t b) const { return static_cast<uint8_t>(table[a << 8 | b]); }
 };
 template <template <typename> class Op>
 struct Elem<fp8e5m2_t, Op, true> {
-  const uint8_t* table = fp8Table<fp8e5m2_t, Op>();
-  uint8_t operator()(uint8_t a, uint8_t b) const { return table[a << 8 | b]; }
+  const uint32_t* table = fp8Table<fp8e5m2_t, Op>();
+  uint8_t operator()(uint8_t a, uint8_t b) const { return static_cast<uint8_t>(table[a << 8 | b]); }
 };
 
 // A PreMulSum scalar in the datatype (its storage): integers as given,
@@ -66,7 +67,7 @@ Raw<T> scalarOf(const Scalar* s) {
 }
 
 // float16 sums, products and PreMulSum through F16C's conversions, 8 elements
-// at a time, in the sets that have them (kF16c: x86-64-v3 and v4); returns
+// at a time, in the sets that have them (x86-64-v3 and v4); returns
 // how many leading elements it did (0 elsewhere). vcvtps2ph rounds to nearest
 // even by its immediate, whatever the rounding mode, gives infinity on
 // overflow and keeps subnormal results; NaN results become lowp.h's
@@ -82,7 +83,7 @@ template <HalfOp H>
 size_t halfByF16c(uint16_t* d, uint16_t* d2, const uint16_t* x, const uint16_t* y, size_t n, uint16_t k) {
   size_t i = 0;
 #ifdef ACCL_HOST_X86_LEVELS
-  if constexpr (kF16c) {
+  if constexpr (kLevel >= 3) {
     const __m128i magnitude = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
     const __m256 scalar = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(k)));
     auto load = [](const auto* p) {  // (generic: the base set, without AVX, never instantiates it)
@@ -104,6 +105,54 @@ size_t halfByF16c(uint16_t* d, uint16_t* d2, const uint16_t* x, const uint16_t* 
 #endif
   return i;
 }
+// fp8 through its tables (fp8Table) with gathers, 8 (x86-64-v3) or 16 (v4)
+// lookups an instruction, 3x the scalar lookups' speed; returns how many
+// leading elements it did (0 in the baseline). What: Combine d = t1[x, y];
+// PreMul d = t1[y, k] (t1 the product table); PreMulSum d = t2[x, t1[y, k]]
+// (t2 the sum table).
+enum class Fp8Op { Combine, PreMul, PreMulSum };
+template <Fp8Op What>
+size_t fp8ByGather(uint8_t* d, uint8_t* d2, const uint8_t* x, const uint8_t* y, size_t n, const uint32_t* t1,
+                   const uint32_t* t2, uint8_t k) {
+  size_t i = 0;
+#ifdef ACCL_HOST_X86_LEVELS
+  // (generic lambdas: the baseline, without AVX, never instantiates them)
+  auto bytesAt = [](const auto* p, auto wide) {  // 8 or 16 bytes at p, each widened to 32 bits
+    if constexpr (sizeof(wide) == 64) return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    else return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  };
+  auto lookup = [](const uint32_t* table, auto hi, auto lo) {  // table[hi << 8 | lo]
+    if constexpr (sizeof(hi) == 64) return _mm512_i32gather_epi32(_mm512_or_si512(_mm512_slli_epi32(hi, 8), lo), table, 4);
+    else return _mm256_i32gather_epi32(reinterpret_cast<const int*>(table), _mm256_or_si256(_mm256_slli_epi32(hi, 8), lo), 4);
+  };
+  auto run = [&](auto ks, auto store) {  // ks: k in every lane (and the width)
+    constexpr size_t kWidth = sizeof(ks) / 4;
+    for (; i + kWidth <= n; i += kWidth) {
+      auto v = What == Fp8Op::Combine ? lookup(t1, bytesAt(x + i, ks), bytesAt(y + i, ks))
+                                      : lookup(t1, bytesAt(y + i, ks), ks);
+      if constexpr (What == Fp8Op::PreMulSum) v = lookup(t2, bytesAt(x + i, ks), v);  // entries are below 256
+      store(d + i, v);
+      if (d2) store(d2 + i, v);
+    }
+  };
+  if constexpr (kLevel >= 4) {
+    run(_mm512_set1_epi32(k),
+        [](uint8_t* p, auto v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v)); });
+  } else if constexpr (kLevel >= 3) {
+    run(_mm256_set1_epi32(k), [](uint8_t* p, auto v) {  // each dword's low byte, in order
+      const __m256i lows = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m256i s = _mm256_shuffle_epi8(v, lows);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(p),
+                       _mm_unpacklo_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+    });
+  }
+#endif
+  return i;
+}
+template <typename T>
+constexpr bool kFp8 = std::is_same<T, fp8e4m3_t>::value || std::is_same<T, fp8e5m2_t>::value;
+
 template <typename T, template <typename> class Op>
 constexpr bool kHalfArith = std::is_same<T, half_t>::value && (std::is_same<Op<float>, OpSum<float>>::value ||
                                                                std::is_same<Op<float>, OpProd<float>>::value);
@@ -117,6 +166,7 @@ void combineK(void* dst, const void* a, const void* b, size_t n, const Scalar*) 
   const Elem<T, Op> op;
   size_t i = 0;
   if constexpr (kHalfArith<T, Op>) i = halfByF16c<halfOpOf<Op>()>(d, nullptr, x, y, n, 0);
+  if constexpr (kFp8<T>) i = fp8ByGather<Fp8Op::Combine>(d, nullptr, x, y, n, op.table, nullptr, 0);
   for (; i < n; ++i) d[i] = op(x[i], y[i]);
 }
 
@@ -129,6 +179,7 @@ void combine2K(void* dst1, void* dst2, const void* a, const void* b, size_t n, c
   const Elem<T, Op> op;
   size_t i = 0;
   if constexpr (kHalfArith<T, Op>) i = halfByF16c<halfOpOf<Op>()>(d1, d2, x, y, n, 0);
+  if constexpr (kFp8<T>) i = fp8ByGather<Fp8Op::Combine>(d1, d2, x, y, n, op.table, nullptr, 0);
   for (; i < n; ++i) {
     const Raw<T> v = op(x[i], y[i]);
     d1[i] = v;
@@ -147,6 +198,7 @@ void preMulCombineK(void* dst, const void* a, const void* b, size_t n, const Sca
   const Elem<T, OpProd> mul;
   size_t i = 0;
   if constexpr (std::is_same<T, half_t>::value) i = halfByF16c<HalfOp::PreMulSum>(d, nullptr, x, y, n, k);
+  if constexpr (kFp8<T>) i = fp8ByGather<Fp8Op::PreMulSum>(d, nullptr, x, y, n, mul.table, add.table, k);
   for (; i < n; ++i) d[i] = add(x[i], mul(y[i], k));
 }
 
@@ -158,6 +210,7 @@ void preMulPrepareK(void* dst, const void* b, size_t n, const Scalar* s) {
   const Elem<T, OpProd> mul;
   size_t i = 0;
   if constexpr (std::is_same<T, half_t>::value) i = halfByF16c<HalfOp::PreMul>(d, nullptr, nullptr, y, n, k);
+  if constexpr (kFp8<T>) i = fp8ByGather<Fp8Op::PreMul>(d, nullptr, nullptr, y, n, mul.table, nullptr, k);
   for (; i < n; ++i) d[i] = mul(y[i], k);
 }
 
