@@ -21,8 +21,9 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #define ACCL_HOST_X86_LEVELS 1
 #include <cpuid.h>
-// GCC's AVX-512 intrinsics start from _mm512_undefined_epi32(), a
-// self-initialised variable that -Wmaybe-uninitialized flags where they inline.
+// GCC's AVX-512 intrinsics start from _mm512_undefined_epi32() or
+// _mm_undefined_si128(), self-initialised variables that
+// -Wmaybe-uninitialized flags where they inline (inside this header only).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -39,8 +40,10 @@ namespace {
 // type and op) so that a gather never reads across a cache line: with bytes,
 // the 4 a gather reads at an entry cross one at 3 in 64 entries, and gathers
 // ran at half speed or less depending on the data and the table's alignment.
-// Scalar lookups run at 4 GB/s of traffic, gathers at 13-14, where the
-// conversions, which GCC does not vectorise for 8-bit types, ran at 0.1-0.5.
+// A combine through scalar lookups runs at 4 GB/s of traffic (in the cache),
+// through gathers at 12-14, where the conversions, which GCC does not
+// vectorise for 8-bit types, ran at 0.1-0.5. Each table used takes 256 KiB
+// (at most 2 MiB for the 8).
 template <typename T, template <typename> class Op>
 const uint32_t* fp8Table() {
   static const std::array<uint32_t, 65536> table = [] {

@@ -2,7 +2,8 @@
 // instruction set: the x86-64 baseline every build runs on, and on x86-64
 // builds with GCC 11 or later also x86-64-v3 (AVX2, F16C, FMA) and x86-64-v4
 // (AVX-512), whose wider vectors, F16C's conversions and gathers make
-// float16, bfloat16, fp8, max and min several times faster. All give the same bits; hostKernels() (host_reduce.h) picks the
+// float16, bfloat16, fp8, max and min several times faster. All give the
+// same bits; hostKernels() (host_reduce.h) picks the
 // widest this CPU runs, or the one ACCL_HOST_ISA names.
 #pragma once
 

@@ -786,7 +786,7 @@ void checkLowpKernels(HostIsa isa, ncclDataType_t type, int env) {
       partners.push_back(b);
     for (uint32_t i = 0; i < 24; ++i) partners.push_back(static_cast<Bits>(i * 40503u + 977u));
   }
-  std::vector<Bits> a(count), b(count), got(count), got2(count), got3(count);
+  std::vector<Bits> a(count), b(count), got(count), got2(count), got3(count), moved(count);
   Scalar s;
   s.f = 0.3;
   const T k = fromFloat<T>(0.3f);
@@ -806,6 +806,12 @@ void checkLowpKernels(HostIsa isa, ncclDataType_t type, int env) {
                 kern.combine2(got2.data(), got3.data(), x, y, count, &s);
                 CHECK(got2 == got && got3 == got);
               }
+              // One element on (an odd length, unaligned: the vector loops' tails), and in place.
+              kern.combine(moved.data(), x + 1, y + 1, count - 1, &s);
+              CHECK(std::equal(got.begin() + 1, got.end(), moved.begin()));
+              std::copy(x, x + count, moved.begin());
+              kern.combine(moved.data(), moved.data(), y, count, &s);
+              CHECK(moved == got);
               if (kern.prepare) kern.prepare(got2.data(), y, count, &s);  // T(local * scalar)
             }))
           return;  // no such environment here
