@@ -26,7 +26,8 @@ using Raw = typename RawOf<T>::type;
 // through its selectBits. fp8 looks every pair up in a table of lowp.h's
 // results (fp8Table), with gathers in the wider sets (fp8ByGather).
 // perf/tools/reduce_speed measures them all.
-template <typename T, template <typename> class Op, bool Lowp = IsLowp<T>::value>
+// Kind: 0 integers, float and double; 1 float16 and bfloat16; 2 fp8.
+template <typename T, template <typename> class Op, int Kind = IsLowp<T>::value ? (sizeof(T) == 1 ? 2 : 1) : 0>
 struct Elem {
   T operator()(T a, T b) const {
     if constexpr (std::is_floating_point<T>::value && std::is_same<Op<T>, OpMax<T>>::value)
@@ -38,21 +39,16 @@ struct Elem {
   }
 };
 template <typename T, template <typename> class Op>
-struct Elem<T, Op, true> {  // float16, bfloat16
+struct Elem<T, Op, 1> {
   Raw<T> operator()(Raw<T> a, Raw<T> b) const {
     if constexpr (std::is_same<Op<T>, OpMax<T>>::value) return lowp_vec::selectBits<T, true>(a, b);
     else if constexpr (std::is_same<Op<T>, OpMin<T>>::value) return lowp_vec::selectBits<T, false>(a, b);
     else return lowp_vec::roundResult<T>(Op<float>()(lowp_vec::toFloat(T{a}), lowp_vec::toFloat(T{b}))).bits;
   }
 };
-template <template <typename> class Op>
-struct Elem<fp8e4m3_t, Op, true> {
-  const uint32_t* table = fp8Table<fp8e4m3_t, Op>();
-  uint8_t operator()(uint8_t a, uint8_t b) const { return static_cast<uint8_t>(table[a << 8 | b]); }
-};
-template <template <typename> class Op>
-struct Elem<fp8e5m2_t, Op, true> {
-  const uint32_t* table = fp8Table<fp8e5m2_t, Op>();
+template <typename T, template <typename> class Op>
+struct Elem<T, Op, 2> {
+  const uint32_t* table = fp8Table<T, Op>();
   uint8_t operator()(uint8_t a, uint8_t b) const { return static_cast<uint8_t>(table[a << 8 | b]); }
 };
 
