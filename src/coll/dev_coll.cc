@@ -140,6 +140,7 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
   me->devKey = fnv(&prop.uuid, sizeof(prop.uuid));
   me->wantChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::NChannels), 0, kMaxChannels));
   me->wantP2pChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::P2pNChannels), 0, kMaxChannels));
+  me->stageChunk = std::max<int64_t>(0, paramInt(Param::StageChunkBytes));
   return ncclSuccess;
 }
 
@@ -179,6 +180,9 @@ ncclResult_t devSetup(ncclComm* comm) {
     if (p.wantP2pChannels > 0) p2pWant = std::min(p2pWant, static_cast<int>(p.wantP2pChannels));
   }
   d->p2pChannels = std::max(1, std::min(p2pWant, d->nChannels / (2 * comm->nranks)));
+  // Every rank must cut a staged call into the same chunks: the smallest any asks for.
+  d->stageChunk = INT64_MAX;
+  for (const PeerInfo& p : comm->peers) d->stageChunk = std::min(d->stageChunk, p.stageChunk);
   // At least one block per send and receive: a group with every rank (an
   // alltoall between processes, or any group of sends and receives with every
   // peer) among more ranks on one GPU than half its channels may need more

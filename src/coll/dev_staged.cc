@@ -15,6 +15,14 @@
 // the stream, whose dispatch (CUDA's callback thread) cost 50 to 100 us an
 // operation on the H200 (docs/gpu-baseline.md).
 //
+// A collective larger than the chunk the ranks agreed on (ACCL_STAGE_CHUNK_BYTES)
+// is a job per chunk, each with its own k:
+//
+//   stream:  copy in 1 | go 1 | copy in 2 | go 2 ... | wait 1 | copy out 1 | wait 2 | copy out 2 ...
+//
+// so that the proxy runs chunk 1 on the network while chunk 2 is copied in,
+// and chunk 2 while chunk 1 is copied out.
+//
 // A captured operation is replayed later, when no call queues it, so it keeps
 // a host function (cudaLaunchHostFunc) that queues its job when the stream
 // reaches it, and gets its own buffer and `done` word, kept until the
@@ -68,12 +76,50 @@ struct StageJob {
   bool persistent;                // captured: replayed, never freed before the communicator
 };
 
-// The stream-side copies of a job.
+// A stream-side copy of a job: `rows` rows of `bytes`, `dstPitch` and
+// `srcPitch` apart (a chunk of an allgather's output or of a reduce-scatter's
+// input is a row of every rank's block).
 struct Copy {
   void* dst;
   const void* src;
   size_t bytes;
+  size_t rows = 1, dstPitch = 0, srcPitch = 0;
 };
+
+cudaError_t copyAsync(const Copy& c, cudaStream_t s) {
+  if (c.rows == 1) return cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
+  return cudaMemcpy2DAsync(c.dst, c.dstPitch, c.src, c.srcPitch, c.bytes, c.rows, cudaMemcpyDefault, s);
+}
+
+// A job with the stream's copies before (into staging) and after (out of it).
+struct Stage {
+  std::unique_ptr<StageJob> job;
+  std::vector<Copy> before, after;
+};
+
+// The elements per chunk of a staged collective (its count: whole). A chunk
+// holds about `chunkBytes` of the larger buffer (an allgather's output, a
+// reduce-scatter's input: a row per rank), whole 64-byte lines of elements,
+// and there are at most kMaxChunks. Every rank computes the same.
+constexpr size_t kMaxChunks = 64;
+size_t chunkElems(const CollArgs& a, int nranks, int64_t chunkBytes) {
+  switch (a.kind) {
+    case CollKind::AllReduce:
+    case CollKind::Broadcast:
+    case CollKind::Reduce:
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+      break;
+    default:
+      return a.count;
+  }
+  if (chunkBytes <= 0) return a.count;
+  const size_t es = typeSize(a.type), line = std::max<size_t>(1, 64 / es);
+  const size_t rows = a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter ? nranks : 1;
+  size_t per = std::max(static_cast<size_t>(chunkBytes) / (es * rows), (a.count + kMaxChunks - 1) / kMaxChunks);
+  per = std::max<size_t>(line, (per + line - 1) / line * line);
+  return std::min(per, a.count);
+}
 
 thread_local bool tlsOnProxy = false;  // this thread is a stager's proxy
 
@@ -108,12 +154,13 @@ class Stager {
  public:
   explicit Stager(ncclComm* comm) : comm_(comm), write_(streamWriteValue64()) {
     INFO(kInit, "%s rank %d: staged operations are handed to the proxy by %s", comm->name.c_str(), comm->rank,
-         write_ ? "a stream write" : "the wait kernel");
+         write_ ? "a stream write" : "a kernel");
     thread_ = std::thread([this] { loop(); });
   }
   ~Stager();  // frees the pinned memory; only once stop() allowed it
 
   ncclResult_t run(const std::vector<CollArgs>& ops);
+  ncclResult_t runChunks(const CollArgs& a, size_t per);
   ncclResult_t run(cudaStream_t s, const void* src, size_t bytes, StagedCall call, const char* opName);
   // Stops the proxy and lets every waiting kernel leave. False when a stream
   // or a captured graph may still reach its memory: then it must never be freed.
@@ -126,9 +173,10 @@ class Stager {
   StageJob* next(std::unique_ptr<StageJob>* owned);
   ncclResult_t eagerWords();
   ncclResult_t capturedDone(StageJob* job);
-  // Queues `job` on `s` between the copies in and out (dev_state.h's ordered()).
-  ncclResult_t enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const std::vector<Copy>& before,
-                       const std::vector<Copy>& after);
+  // Queues the jobs on `s` between their copies in and out (dev_state.h's ordered()).
+  ncclResult_t enqueue(cudaStream_t s, std::vector<Stage>& stages);
+  // Raises `go` to `seq` on `s`: by a stream write, else by a kernel.
+  cudaError_t handOver(cudaStream_t s, uint64_t seq, const DevCtx& ctx);
   ncclResult_t buffer(size_t bytes, bool persistent, char** out);
   bool streamPassed();
 
@@ -139,7 +187,8 @@ class Stager {
   std::deque<StageJob*> kicked_;                 // captured jobs the stream reached (guarded by mu_)
   bool stopped_ = false;                         // guarded by mu_
   uint64_t lastSeq_ = 0;                         // of the eager jobs (guarded by mu_)
-  WriteValue64 write_;                           // null: the wait kernel writes `go` (the calls')
+  bool announcedChunks_ = false;
+  WriteValue64 write_;                           // null: a kernel writes `go` (the calls')
   std::thread thread_;
 
   // Pinned, host-mapped words. Eager jobs: `go` (written by the stream) and
@@ -340,9 +389,14 @@ ncclResult_t Stager::buffer(size_t bytes, bool persistent, char** out) {
 }
 
 // Lays out the job's staging buffer: each operation's input (copied in before
-// the proxy runs) and output (copied out after), and the host arguments.
+// the proxy runs) and output (copied out after), and the host arguments. A
+// collective larger than the agreed chunk goes in chunks (runChunks).
 ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
   ncclComm* comm = comm_;
+  if (ops.size() == 1) {
+    const size_t per = chunkElems(ops[0], comm->nranks, comm->dev->stageChunk);
+    if (per < ops[0].count) return runChunks(ops[0], per);
+  }
   cudaStream_t s = static_cast<cudaStream_t>(ops[0].stream);
   const bool persistent = capturing(s);
   const int n = comm->nranks, me = comm->rank;
@@ -384,12 +438,13 @@ ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
   }
   char* stage = nullptr;
   NCCLCHECK(buffer(total, persistent, &stage));
-  auto job = std::make_unique<StageJob>();
-  job->stager = this;
-  job->persistent = persistent;
-  NCCLCHECK(persistent ? capturedDone(job.get()) : eagerWords());
-
-  std::vector<Copy> before, after;
+  std::vector<Stage> stages(1);
+  Stage& st = stages[0];
+  st.job = std::make_unique<StageJob>();
+  st.job->stager = this;
+  st.job->persistent = persistent;
+  st.job->opName = ops[0].opName;
+  NCCLCHECK(persistent ? capturedDone(st.job.get()) : eagerWords());
   for (size_t i = 0; i < ops.size(); ++i) {
     const CollArgs& a = ops[i];
     const Part& p = parts[i];
@@ -401,15 +456,69 @@ ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
     h.recvbuff = stage + p.outOff;
     if (a.kind == CollKind::Broadcast && a.root != me) h.sendbuff = h.recvbuff;
     if (a.deviceScalar) {  // PreMulSum's device scalar, read when the operation runs
-      before.push_back({stage + p.scalarOff, a.deviceScalar, typeSize(a.type)});
+      st.before.push_back({stage + p.scalarOff, a.deviceScalar, typeSize(a.type)});
       h.deviceScalar = stage + p.scalarOff;
     }
-    if (p.copyIn) before.push_back({stage + p.inOff, a.sendbuff, p.in});
-    if (p.copyOut) after.push_back({a.recvbuff, stage + p.outOff, p.out});
-    job->hostOps.push_back(h);
+    if (p.copyIn) st.before.push_back({stage + p.inOff, a.sendbuff, p.in});
+    if (p.copyOut) st.after.push_back({a.recvbuff, stage + p.outOff, p.out});
+    st.job->hostOps.push_back(h);
   }
-  job->opName = ops[0].opName;
-  return enqueue(s, std::move(job), before, after);
+  return enqueue(s, stages);
+}
+
+// A collective in chunks of `per` elements, each a collective of its own on
+// the proxy. The stream copies every chunk in, handing each over as it
+// arrives, then copies each out once the proxy is done with it: while the
+// network carries one chunk, the copy engine moves the next one in or the
+// last one out. The data lies in staging as the whole call's would; a chunk
+// of an allgather's output or a reduce-scatter's input is a row of every
+// rank's block, which the proxy's collective sees packed (one 2D copy each way).
+ncclResult_t Stager::runChunks(const CollArgs& a, size_t per) {
+  cudaStream_t s = static_cast<cudaStream_t>(a.stream);
+  const bool persistent = capturing(s);
+  const int n = comm_->nranks, me = comm_->rank;
+  const size_t es = typeSize(a.type), block = a.count * es;
+  const size_t inRows = a.kind == CollKind::ReduceScatter ? n : 1, outRows = a.kind == CollKind::AllGather ? n : 1;
+  const bool copyIn = a.kind != CollKind::Broadcast || a.root == me;
+  const bool copyOut = a.kind != CollKind::Reduce || a.root == me;  // a reduce's output is only the root's
+  const size_t inOff = a.deviceScalar ? kAlign : 0, outOff = inOff + alignUp(inRows * block);
+  char* stage = nullptr;
+  NCCLCHECK(buffer(outOff + alignUp(outRows * block), persistent, &stage));
+  if (!persistent) NCCLCHECK(eagerWords());
+  if (!announcedChunks_) {
+    announcedChunks_ = true;
+    INFO(kColl, "%s rank %d: %s of %zu bytes staged in %zu chunks of %zu elements (first such call)",
+         comm_->name.c_str(), me, a.opName, std::max(inRows, outRows) * block, (a.count + per - 1) / per, per);
+  }
+  std::vector<Stage> stages;
+  for (size_t off = 0; off < a.count; off += per) {
+    const size_t len = std::min(per, a.count - off), bytes = len * es, at = off * es;
+    Stage st;
+    st.job = std::make_unique<StageJob>();
+    st.job->stager = this;
+    st.job->persistent = persistent;
+    st.job->opName = a.opName;
+    if (persistent) NCCLCHECK(capturedDone(st.job.get()));
+    CollArgs h = a;
+    h.onDevice = false;
+    h.stream = nullptr;
+    h.keep.reset();
+    h.count = len;
+    h.sendbuff = stage + inOff + inRows * at;
+    h.recvbuff = stage + outOff + outRows * at;
+    if (a.kind == CollKind::Broadcast && a.root != me) h.sendbuff = h.recvbuff;
+    if (a.deviceScalar) {  // PreMulSum's device scalar: copied once, read by every chunk
+      if (off == 0) st.before.push_back({stage, a.deviceScalar, es});
+      h.deviceScalar = stage;
+    }
+    const char* src = static_cast<const char*>(a.sendbuff) + at;
+    char* dst = static_cast<char*>(a.recvbuff) + at;
+    if (copyIn) st.before.push_back({const_cast<void*>(h.sendbuff), src, bytes, inRows, bytes, block});
+    if (copyOut) st.after.push_back({dst, h.recvbuff, bytes, outRows, block, bytes});
+    st.job->hostOps.push_back(h);
+    stages.push_back(std::move(st));
+  }
+  return enqueue(s, stages);
 }
 
 // A call on `bytes` of `src`, copied into staging first (a one-sided put).
@@ -417,62 +526,65 @@ ncclResult_t Stager::run(cudaStream_t s, const void* src, size_t bytes, StagedCa
   const bool persistent = capturing(s);
   char* stage = nullptr;
   NCCLCHECK(buffer(bytes, persistent, &stage));
-  auto job = std::make_unique<StageJob>();
-  job->stager = this;
-  job->persistent = persistent;
-  job->call = std::move(call);
-  job->callInput = stage;
-  job->opName = opName;
-  NCCLCHECK(persistent ? capturedDone(job.get()) : eagerWords());
-  std::vector<Copy> before;
-  if (bytes) before.push_back({stage, src, bytes});
-  return enqueue(s, std::move(job), before, {});
+  std::vector<Stage> stages(1);
+  Stage& st = stages[0];
+  st.job = std::make_unique<StageJob>();
+  st.job->stager = this;
+  st.job->persistent = persistent;
+  st.job->call = std::move(call);
+  st.job->callInput = stage;
+  st.job->opName = opName;
+  NCCLCHECK(persistent ? capturedDone(st.job.get()) : eagerWords());
+  if (bytes) st.before.push_back({stage, src, bytes});
+  return enqueue(s, stages);
 }
 
-ncclResult_t Stager::enqueue(cudaStream_t s, std::unique_ptr<StageJob> job, const std::vector<Copy>& before,
-                             const std::vector<Copy>& after) {
+cudaError_t Stager::handOver(cudaStream_t s, uint64_t seq, const DevCtx& ctx) {
+  if (write_ && write_(s, reinterpret_cast<unsigned long long>(goDev_), seq, 0) == 0)
+    return cudaSuccess;  // default flags: the copies in are visible before `go` is
+  if (write_) INFO(kInit, "%s rank %d: the driver refused a stream write; a kernel writes `go` from now on",
+                   comm_->name.c_str(), comm_->rank);
+  write_ = nullptr;
+  return devLaunchStageHandover(goDev_, seq, nullptr, ctx, s);
+}
+
+ncclResult_t Stager::enqueue(cudaStream_t s, std::vector<Stage>& stages) {
   ncclComm* comm = comm_;
-  const bool persistent = job->persistent;
-  StageJob* raw = job.get();
+  const bool persistent = stages[0].job->persistent;
   if (!persistent) {
     std::lock_guard<std::mutex> lock(mu_);
-    raw->seq = ++lastSeq_;
-    raw->done = done_;
-    raw->doneDev = doneDev_;
+    for (Stage& st : stages) {
+      st.job->seq = ++lastSeq_;
+      st.job->done = done_;
+      st.job->doneDev = doneDev_;
+    }
   }
   DevCtx ctx = ctxOf(comm);
-  bool handedOver = false;  // `go` or the kernel is on the stream: the proxy must run the job
-  ncclResult_t r = ordered(comm, s, raw->opName, [&]() -> cudaError_t {
-    for (const Copy& c : before) {
-      cudaError_t e = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
+  size_t handedOver = 0;  // the first jobs whose hand-over is on the stream: the proxy must run them
+  ncclResult_t r = ordered(comm, s, stages[0].job->opName, [&]() -> cudaError_t {
+    cudaError_t e = cudaSuccess;
+    // Every job's copies in and hand-over first, so that the copies of later
+    // jobs run while the proxy works on earlier ones (a whole call: one job).
+    for (Stage& st : stages) {
+      for (const Copy& c : st.before)
+        if ((e = copyAsync(c, s)) != cudaSuccess) return e;
+      StageJob* job = st.job.get();
+      e = persistent ? cudaLaunchHostFunc(s, kick, job) : handOver(s, job->seq, ctx);
       if (e != cudaSuccess) return e;
+      ++handedOver;
     }
-    uint64_t* go = nullptr;  // for the kernel to write
-    if (persistent) {
-      cudaError_t e = cudaLaunchHostFunc(s, kick, raw);
-      if (e != cudaSuccess) return e;
-    } else if (write_ && write_(s, reinterpret_cast<unsigned long long>(goDev_), raw->seq, 0) == 0) {
-      handedOver = true;  // default flags: the copies in are visible before `go` is
-    } else {
-      if (write_) INFO(kInit, "%s rank %d: the driver refused a stream write; the wait kernel writes `go` from now on",
-                       comm->name.c_str(), comm->rank);
-      write_ = nullptr;
-      go = goDev_;
-    }
-    cudaError_t e = devLaunchStageHandover(go, raw->seq, raw->doneDev, ctx, s);
-    if (e != cudaSuccess) return e;
-    handedOver = true;
-    for (const Copy& c : after) {
-      e = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
-      if (e != cudaSuccess) return e;
+    for (Stage& st : stages) {
+      if ((e = devLaunchStageHandover(nullptr, st.job->seq, st.job->doneDev, ctx, s)) != cudaSuccess) return e;
+      for (const Copy& c : st.after)
+        if ((e = copyAsync(c, s)) != cudaSuccess) return e;
     }
     return cudaSuccess;
   });
   if (persistent) {
-    persistent_.push_back(std::move(job));  // a graph may replay it until the communicator goes
-  } else if (handedOver) {
+    for (Stage& st : stages) persistent_.push_back(std::move(st.job));  // a graph may replay them until the communicator goes
+  } else if (handedOver > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    eager_.push_back(std::move(job));  // the proxy runs it once the stream raises `go` to its seq
+    for (size_t i = 0; i < handedOver; ++i) eager_.push_back(std::move(stages[i].job));  // run once `go` reaches its seq
     cv_.notify_one();
   }
   return r;

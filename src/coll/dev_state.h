@@ -44,7 +44,9 @@ struct DevState {
   int directBlocks = 0;
   DevDirectSlot* direct = nullptr;
   DevSharePtr share;
-  // Between hosts: the proxy that runs staged operations (made on first use).
+  // Between hosts: the bytes per chunk of a staged collective (0: each whole),
+  // as every rank agreed, and the proxy that runs staged operations (made on first use).
+  int64_t stageChunk = 0;
   std::unique_ptr<Stager, StagerDeleter> stager;
 };
 

@@ -50,6 +50,7 @@ bool peerInfoValid(PeerInfo& p, int index, std::string* why) {
   if (p.deviceMode && (p.smCount <= 0 || p.wantChannels < 0 || p.wantP2pChannels < 0))
     return bad(p.smCount <= 0 ? "smCount" : p.wantChannels < 0 ? "wantChannels" : "wantP2pChannels",
                p.smCount <= 0 ? p.smCount : std::min(p.wantChannels, p.wantP2pChannels));
+  if (p.stageChunk < 0) return bad("stageChunk", p.stageChunk);
   return true;
 }
 

@@ -45,6 +45,9 @@ struct PeerInfo {
   // Device mode: channels this rank asks for (ACCL_NCHANNELS, ACCL_P2P_NCHANNELS;
   // 0 = automatic). Both ends of a connector slice alike, so all take the fewest.
   int32_t wantChannels, wantP2pChannels;
+  // Device mode: the staged chunk this rank asks for (ACCL_STAGE_CHUNK_BYTES;
+  // 0 = none). Every rank must chunk a call alike, so all take the smallest.
+  int64_t stageChunk;
   uint64_t nonce;  // random; rank 0's makes the comm hash unique even for a reused NCCL_COMM_ID
   // Host direct collectives (coll/host_direct.h): this rank runs them (rank 0:
   // and made their slots); its process's random key, equal for ranks of one

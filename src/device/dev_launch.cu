@@ -245,7 +245,8 @@ __global__ void __launch_bounds__(kThreads, 2) p2pKernel(DevP2pWork w) {
   if (!selfDone && !fail) selfCopies(w);
 }
 
-// Waits for the proxy of a staged operation (and hands it over, given `go`).
+// Waits for the proxy of a staged operation (and hands it over, given `go`;
+// only that, given no `done`).
 // Gentle on the memory system (it polls host memory over PCIe): a short sleep
 // between reads. The copies in finished before this kernel started, so the
 // proxy that reads `go` finds them in host memory (the GPU's writes to it stay
@@ -255,6 +256,7 @@ __global__ void stageHandoverKernel(volatile uint64_t* go, uint64_t seq, const v
     *go = seq;
     __threadfence_system();
   }
+  if (!done) return;  // a hand-over only: the wait comes later on the stream
   const uint64_t deadline = ctx.timeoutNs ? globalTimer() + ctx.timeoutNs : 0;
   for (int iter = 0; *done < seq; ++iter) {
     __nanosleep(200);

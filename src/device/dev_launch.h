@@ -18,7 +18,8 @@ cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
 // A staged operation's wait (coll/dev_staged.cc): one thread writes `seq` to
 // the host-mapped `go` word the proxy polls (when given: where the stream
 // could not write it itself), then spins until the proxy raises the
-// host-mapped `done` word to `seq`, or the deadline passes.
+// host-mapped `done` word to `seq`, or the deadline passes; with no `done`,
+// it only writes `go`.
 cudaError_t devLaunchStageHandover(uint64_t* go, uint64_t seq, const uint64_t* done, const DevCtx& ctx,
                                    cudaStream_t stream);
 // Loads it now (CUDA loads kernels lazily, and loading waits for the kernels running).

@@ -119,10 +119,10 @@ def test_one_rank(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "64M", "-f", "8", "-n", "2", "-w", "1", "-c", "1", "-o", "all")
 
 
-def run_hosts(drivers, name, nprocs, host_of, *args, timeout=300):
+def run_hosts(drivers, name, nprocs, host_of, *args, timeout=300, env=()):
     """`nprocs` MPI processes on the one GPU, process p with NCCL_HOSTID
     host<host_of(p)>: device buffers between those "hosts" are staged through
-    pinned host memory and cross on sockets."""
+    pinned host memory and cross on sockets. env: more NAME=VALUE for every rank."""
     mpirun = shutil.which("mpirun")
     if not mpirun:
         pytest.skip("no mpirun")
@@ -133,13 +133,14 @@ def run_hosts(drivers, name, nprocs, host_of, *args, timeout=300):
               f'i=$((i + 1)); done; exec "{drivers / (name + "_perf")}" "$@"')
     cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs), "-x", "NCCL_SOCKET_IFNAME=lo",
            "-x", "ACCL_TIMEOUT=60", "-x", f"LD_LIBRARY_PATH={accl.lib_dir()}", "-x", f"ACCL_HOSTIDS={hostids}",
-           "sh", "-c", script, "sh", *map(str, args), "-T", "120"]
+           *[x for kv in env for x in ("-x", kv)], "sh", "-c", script, "sh", *map(str, args), "-T", "120"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
     t = Table(p.stdout)
     t.assert_clean()
     threads = int(args[args.index("-t") + 1]) if "-t" in args else 1
     assert len(t.devices) == nprocs * threads, t.devices  # one world, not nprocs single-rank runs
+    t.log = p.stderr
     return t
 
 
@@ -162,6 +163,35 @@ def test_between_hosts_threads_and_graphs(drivers):
               "1", "-t", "2", "-G", "3")
     run_hosts(drivers, "alltoall", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c",
               "1", "-G", "3")
+
+
+# Staged in chunks: 64 KiB chunks (at most 64), counts that leave a short last
+# chunk, every type and op, every root; in place too (the drivers' second column).
+CHUNKS = ("ACCL_STAGE_CHUNK_BYTES=65536", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL")
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])
+def test_between_hosts_in_chunks(drivers, name):
+    args = ["-b", "1000008", "-e", "4000032", "-f", "4", "-n", "1", "-w", "0", "-c", "1", "-d", "all"]
+    if name in ("all_reduce", "reduce", "reduce_scatter"):
+        args += ["-o", "all"]
+    if name in ("reduce", "broadcast"):
+        args += ["-r", "all"]
+    t = run_hosts(drivers, name, 2, lambda p: p, *args, env=CHUNKS)
+    assert "staged in " in t.log and " chunks of " in t.log, t.log[-3000:]
+
+
+def test_between_hosts_in_chunks_graphs_and_four_ranks(drivers):
+    # Captured chunks (each its own host function and done word), replayed;
+    # chunks handed over by a kernel instead of stream writes; then 4
+    # processes on 2 hosts (shm within a host for each chunk).
+    for name in ("all_gather", "reduce_scatter", "all_reduce"):
+        run_hosts(drivers, name, 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
+                  "-G", "3", env=CHUNKS)
+    run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2", "-w",
+              "1", "-c", "1", env=CHUNKS + ("ACCL_STAGE_STREAM_WRITE=0",))
+    run_hosts(drivers, "all_gather", 4, lambda p: p // 2, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2",
+              "-w", "1", "-c", "1", env=CHUNKS)
 
 
 def test_eight_threads(drivers):

@@ -17,11 +17,11 @@ WORKER = Path(__file__).with_name("staged_worker.py")
 @pytest.mark.parametrize("write", ["1", "0"], ids=["stream_write", "kernel_write"])
 def test_calls_queued_far_ahead_of_the_gpu(write):
     # Both hand-overs: the stream's own write of `go` (the H200's driver has
-    # cuStreamWriteValue64), and the wait kernel's (ACCL_STAGE_STREAM_WRITE=0).
+    # cuStreamWriteValue64), and a kernel's (ACCL_STAGE_STREAM_WRITE=0).
     env = dict(os.environ, ACCL_TIMEOUT="60", ACCL_STAGE_STREAM_WRITE=write, NCCL_DEBUG="INFO",
                NCCL_DEBUG_SUBSYS="INIT")
     outs = procs.run_procs(WORKER, "far_ahead", 2, env, 120, host_per_rank=True)
-    how = "a stream write" if write == "1" else "the wait kernel"
+    how = "a stream write" if write == "1" else "a kernel"
     for out in outs:
         assert f"staged operations are handed to the proxy by {how}" in out, out[-3000:]
 
