@@ -36,8 +36,16 @@ ncclResult_t runCollective(const CollArgs& a) {
   if (isP2p(a.kind)) return runP2p(a.comm, {a});
   if (a.onDevice) return devRunCollective(a);
   NCCLCHECK(devBeforeHostOp(a.comm));
+  // Where device-buffer calls between hosts go in chunks, host-buffer ones
+  // go in the same chunks, so that every rank's host collectives pair up.
+  if (const size_t per = devStagedChunk(a); per < a.count) return devRunHostChunks(a, per);
   Reducer red = a.red;
-  if (a.deviceScalar) red.scalar = readScalar(a.type, a.deviceScalar);
+  if (a.deviceScalar) {
+    alignas(8) unsigned char copy[8];
+    bool copied = false;
+    NCCLCHECK(devReadScalar(a, copy, &copied));
+    red.scalar = readScalar(a.type, copied ? copy : a.deviceScalar);
+  }
   bool direct = false;
   ncclResult_t r = hostDirectRun(a, red, &direct);
   if (direct) return r;

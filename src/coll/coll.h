@@ -29,6 +29,7 @@ struct CollArgs {
   ncclComm* comm;
   void* stream = nullptr;  // cudaStream_t (device mode)
   bool onDevice = false;   // device buffers: runs as a kernel on `stream`
+  bool cut = false;        // a chunk of a call cut apart (coll/dev_staged.cc): runs as it is
   std::shared_ptr<void> keep;  // a staging copy a send reads (in-place all-to-all)
   // Filled when the call is issued (the op may be destroyed before a group runs it).
   Reducer red;

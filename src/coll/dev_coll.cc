@@ -319,6 +319,17 @@ ncclResult_t devWriteSync(ncclComm* comm, void* dst, const void* src, size_t byt
   return cudaCheck(e, what, comm);
 }
 
+ncclResult_t devReadScalar(const CollArgs& a, void* out, bool* copied) {
+  *copied = a.comm->dev && devBuffer(a.deviceScalar);
+  if (!*copied) return ncclSuccess;
+  cudaStream_t s = static_cast<cudaStream_t>(a.stream);
+  CUDACHECK(cudaSetDevice(a.comm->cudaDev), "cudaSetDevice", a.comm);
+  CUDACHECK(cudaMemcpyAsync(out, a.deviceScalar, typeSize(a.type), cudaMemcpyDeviceToHost, s),
+            "cudaMemcpyAsync (PreMulSum's device scalar)", a.comm);
+  CUDACHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize (PreMulSum's device scalar)", a.comm);
+  return ncclSuccess;
+}
+
 ncclResult_t devRunCollective(const CollArgs& a) {
   ncclComm* comm = a.comm;
   DevState& d = *comm->dev;
@@ -644,6 +655,10 @@ void devStop(ncclComm*) {}
 void devStopKernels(ncclComm*) {}
 int devChannelCount(const ncclComm*) { return 1; }
 bool devBuffer(const void*) { return false; }
+ncclResult_t devReadScalar(const CollArgs&, void*, bool* copied) {
+  *copied = false;
+  return ncclSuccess;
+}
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }

@@ -57,7 +57,7 @@ constexpr uint64_t kStopMargin = 1ull << 40;
 // The proxy polls `go` with naps this long once it has spun a while: a call
 // made long before the GPU reaches it starts at most this late.
 constexpr long kGoNapNs = 20000;
-constexpr int kFlagsPerChunk = 512;
+constexpr int kFlagsPerBlock = 512;
 constexpr size_t kLine = 64;          // `go` and `done` on lines of their own
 constexpr size_t kAlign = 256;
 
@@ -86,9 +86,18 @@ struct Copy {
   size_t rows = 1, dstPitch = 0, srcPitch = 0;
 };
 
+// One 2D copy, or a copy per row where a pitch passes what a 2D copy takes
+// (cudaDevAttrMaxPitch: 2^31 - 1 on current GPUs).
 cudaError_t copyAsync(const Copy& c, cudaStream_t s) {
-  if (c.rows == 1) return cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
-  return cudaMemcpy2DAsync(c.dst, c.dstPitch, c.src, c.srcPitch, c.bytes, c.rows, cudaMemcpyDefault, s);
+  constexpr size_t kMaxPitch = (size_t{1} << 31) - 1;
+  if (c.rows > 1 && c.dstPitch <= kMaxPitch && c.srcPitch <= kMaxPitch)
+    return cudaMemcpy2DAsync(c.dst, c.dstPitch, c.src, c.srcPitch, c.bytes, c.rows, cudaMemcpyDefault, s);
+  for (size_t r = 0; r < c.rows; ++r) {
+    cudaError_t e = cudaMemcpyAsync(static_cast<char*>(c.dst) + r * c.dstPitch,
+                                    static_cast<const char*>(c.src) + r * c.srcPitch, c.bytes, cudaMemcpyDefault, s);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 // A job with the stream's copies before (into staging) and after (out of it).
@@ -97,8 +106,8 @@ struct Stage {
   std::vector<Copy> before, after;
 };
 
-// The elements per chunk of a staged collective (its count: whole). A chunk
-// holds about `chunkBytes` of the larger buffer (an allgather's output, a
+// The elements per chunk of a collective (its count: whole). A chunk holds
+// about `chunkBytes` of the larger buffer (an allgather's output, a
 // reduce-scatter's input: a row per rank), whole 64-byte lines of elements,
 // and there are at most kMaxChunks. Every rank computes the same.
 constexpr size_t kMaxChunks = 64;
@@ -192,14 +201,14 @@ class Stager {
   std::thread thread_;
 
   // Pinned, host-mapped words. Eager jobs: `go` (written by the stream) and
-  // `done` (by the proxy), a line apart. Captured jobs: a `done` each, from chunks.
+  // `done` (by the proxy), a line apart. Captured jobs: a `done` each, from blocks of kFlagsPerBlock.
   char* eagerWords_ = nullptr;
   volatile uint64_t* go_ = nullptr;
   volatile uint64_t* done_ = nullptr;
   uint64_t* goDev_ = nullptr;
   const uint64_t* doneDev_ = nullptr;
   std::vector<uint64_t*> flagChunks_;
-  int flagsUsed_ = kFlagsPerChunk;
+  int flagsUsed_ = kFlagsPerBlock;
   // Staging: one growable buffer for eager jobs (outgrown ones are kept, an
   // operation on a stream may still use them), one per captured job.
   char* eagerBuf_ = nullptr;
@@ -353,11 +362,11 @@ ncclResult_t Stager::eagerWords() {
 
 ncclResult_t Stager::capturedDone(StageJob* job) {
   RelaxedCapture relaxed;
-  if (flagsUsed_ == kFlagsPerChunk) {
+  if (flagsUsed_ == kFlagsPerBlock) {
     void* p = nullptr;
-    CUDACHECK(cudaHostAlloc(&p, kFlagsPerChunk * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),
+    CUDACHECK(cudaHostAlloc(&p, kFlagsPerBlock * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),
               "cudaHostAlloc (staging flags)", comm_);
-    memset(p, 0, kFlagsPerChunk * sizeof(uint64_t));
+    memset(p, 0, kFlagsPerBlock * sizeof(uint64_t));
     flagChunks_.push_back(static_cast<uint64_t*>(p));
     flagsUsed_ = 0;
   }
@@ -394,7 +403,7 @@ ncclResult_t Stager::buffer(size_t bytes, bool persistent, char** out) {
 ncclResult_t Stager::run(const std::vector<CollArgs>& ops) {
   ncclComm* comm = comm_;
   if (ops.size() == 1) {
-    const size_t per = chunkElems(ops[0], comm->nranks, comm->dev->stageChunk);
+    const size_t per = devStagedChunk(ops[0]);
     if (per < ops[0].count) return runChunks(ops[0], per);
   }
   cudaStream_t s = static_cast<cudaStream_t>(ops[0].stream);
@@ -481,7 +490,7 @@ ncclResult_t Stager::runChunks(const CollArgs& a, size_t per) {
   const size_t inRows = a.kind == CollKind::ReduceScatter ? n : 1, outRows = a.kind == CollKind::AllGather ? n : 1;
   const bool copyIn = a.kind != CollKind::Broadcast || a.root == me;
   const bool copyOut = a.kind != CollKind::Reduce || a.root == me;  // a reduce's output is only the root's
-  const size_t inOff = a.deviceScalar ? kAlign : 0, outOff = inOff + alignUp(inRows * block);
+  const size_t inOff = a.deviceScalar ? kAlign : 0, outOff = inOff + (copyIn ? alignUp(inRows * block) : 0);
   char* stage = nullptr;
   NCCLCHECK(buffer(outOff + alignUp(outRows * block), persistent, &stage));
   if (!persistent) NCCLCHECK(eagerWords());
@@ -503,6 +512,7 @@ ncclResult_t Stager::runChunks(const CollArgs& a, size_t per) {
     h.onDevice = false;
     h.stream = nullptr;
     h.keep.reset();
+    h.cut = true;
     h.count = len;
     h.sendbuff = stage + inOff + inRows * at;
     h.recvbuff = stage + outOff + outRows * at;
@@ -511,10 +521,10 @@ ncclResult_t Stager::runChunks(const CollArgs& a, size_t per) {
       if (off == 0) st.before.push_back({stage, a.deviceScalar, es});
       h.deviceScalar = stage;
     }
-    const char* src = static_cast<const char*>(a.sendbuff) + at;
-    char* dst = static_cast<char*>(a.recvbuff) + at;
-    if (copyIn) st.before.push_back({const_cast<void*>(h.sendbuff), src, bytes, inRows, bytes, block});
-    if (copyOut) st.after.push_back({dst, h.recvbuff, bytes, outRows, block, bytes});
+    if (copyIn)
+      st.before.push_back(
+          {const_cast<void*>(h.sendbuff), static_cast<const char*>(a.sendbuff) + at, bytes, inRows, bytes, block});
+    if (copyOut) st.after.push_back({static_cast<char*>(a.recvbuff) + at, h.recvbuff, bytes, outRows, block, bytes});
     st.job->hostOps.push_back(h);
     stages.push_back(std::move(st));
   }
@@ -580,6 +590,10 @@ ncclResult_t Stager::enqueue(cudaStream_t s, std::vector<Stage>& stages) {
     }
     return cudaSuccess;
   });
+  // Part of the call is on the stream and the proxy runs it, the rest not (or
+  // not the waits that keep the next call's copies behind it): the ranks'
+  // calls no longer pair up. Fail the communicator, as a failed proxy does.
+  if (r != ncclSuccess && handedOver > 0) commSetError(comm, r);
   if (persistent) {
     for (Stage& st : stages) persistent_.push_back(std::move(st.job));  // a graph may replay them until the communicator goes
   } else if (handedOver > 0) {
@@ -588,6 +602,38 @@ ncclResult_t Stager::enqueue(cudaStream_t s, std::vector<Stage>& stages) {
     cv_.notify_one();
   }
   return r;
+}
+
+size_t devStagedChunk(const CollArgs& a) {
+  const ncclComm* comm = a.comm;
+  if (a.cut || !comm->dev || comm->nhosts <= 1) return a.count;
+  return chunkElems(a, comm->nranks, comm->dev->stageChunk);
+}
+
+ncclResult_t devRunHostChunks(const CollArgs& a, size_t per) {
+  const int n = a.comm->nranks;
+  const size_t es = typeSize(a.type), block = a.count * es;
+  const bool gather = a.kind == CollKind::AllGather, scatter = a.kind == CollKind::ReduceScatter;
+  std::vector<char> packed(gather || scatter ? n * per * es : 0);  // a chunk's rows, one per rank
+  const char* send = static_cast<const char*>(a.sendbuff);
+  char* recv = static_cast<char*>(a.recvbuff);
+  for (size_t off = 0; off < a.count; off += per) {
+    const size_t len = std::min(per, a.count - off), bytes = len * es, at = off * es;
+    CollArgs h = a;
+    h.cut = true;
+    h.count = len;
+    h.sendbuff = send ? send + at : nullptr;  // NULL: a buffer the call does not use on this rank
+    h.recvbuff = recv ? recv + at : nullptr;
+    if (scatter) {
+      for (int k = 0; k < n; ++k) memcpy(packed.data() + k * bytes, send + k * block + at, bytes);
+      h.sendbuff = packed.data();
+    }
+    if (gather) h.recvbuff = packed.data();
+    NCCLCHECK(runCollective(h));
+    if (gather)  // in place, row `rank` is the input itself: the same bytes
+      for (int k = 0; k < n; ++k) memmove(recv + k * block + at, packed.data() + k * bytes, bytes);
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops) {
@@ -615,9 +661,12 @@ ncclResult_t devBeforeHostOp(ncclComm* comm) {
 
 #else  // built without the CUDA executor
 
+#include "coll/coll.h"
 #include "device/dev_comm.h"
 
 namespace accl {
+size_t devStagedChunk(const CollArgs& a) { return a.count; }
+ncclResult_t devRunHostChunks(const CollArgs&, size_t) { return ncclInternalError; }
 ncclResult_t devRunStaged(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devRunStagedCall(ncclComm*, void*, const void*, size_t, StagedCall, const char*) {
   return ncclInternalError;

@@ -33,6 +33,10 @@ ncclResult_t devSetup(ncclComm* comm);
 int devChannelCount(const ncclComm* comm);
 // Device (or managed) memory: the call runs as a kernel. Host memory: on the host executor.
 bool devBuffer(const void* p);
+// PreMulSum's scalar of a host-buffer call, where ncclScalarDevice put it in
+// device memory: copied to `out` after the work before it on the call's
+// stream (*copied false, nothing done: it is host memory, read it there).
+ncclResult_t devReadScalar(const CollArgs& a, void* out, bool* copied);
 // Enqueue on a.stream / the ops' stream; return at once.
 ncclResult_t devRunCollective(const CollArgs& a);
 ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
@@ -63,6 +67,14 @@ bool devMemFree(void* ptr);
 // through pinned host memory and run by the host executor on a proxy thread,
 // in the order of the caller's stream. Returns once queued.
 ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops);
+// Such a communicator's collectives larger than the chunk its ranks agreed on
+// (ACCL_STAGE_CHUNK_BYTES) run in chunks: the elements per chunk of `a` (its
+// count: whole; always for a call already cut, or not between hosts).
+size_t devStagedChunk(const CollArgs& a);
+// A host-buffer collective of such a communicator, in the same chunks as a
+// device-buffer one, one after another on this thread: the ranks' host
+// collectives pair up whatever buffers each rank passes.
+ncclResult_t devRunHostChunks(const CollArgs& a, size_t per);
 // The same for a call the proxy makes on a staged copy of `bytes` at `src`
 // (device windows between hosts: the put goes out from the copy).
 using StagedCall = std::function<ncclResult_t(const char* staged)>;

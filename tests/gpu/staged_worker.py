@@ -8,6 +8,7 @@ import sys
 import time
 
 import cupy as cp
+import numpy as np
 
 from rma_device_worker import I, P, check, init, lib
 
@@ -81,7 +82,66 @@ def abort(rank, nranks, uid):
         check(lib.ncclCommAbort(comm), "ncclCommAbort")
 
 
-SCENARIOS = {"far_ahead": far_ahead, "abort": abort}
+lib.ncclAllGather.argtypes = [P, P, ctypes.c_size_t, I, P, P]
+lib.ncclReduceScatter.argtypes = [P, P, ctypes.c_size_t, I, I, P, P]
+lib.ncclRedOpCreatePreMulSum.argtypes = [ctypes.POINTER(I), P, I, I, P]
+lib.ncclRedOpDestroy.argtypes = [I, P]
+SCALAR_DEVICE = 0
+
+
+def chunks(rank, nranks, uid):
+    """Run with ACCL_STAGE_CHUNK_BYTES=65536: calls of 800 KB go in chunks.
+    Rank 0 passes device buffers (staged chunks on its proxy), the others host
+    buffers (the same chunks on the calling thread): the ranks' calls pair up.
+    Allreduce, allgather (also in place), reduce-scatter, and PreMulSum with
+    each rank's scalar in device memory."""
+    comm = init(rank, nranks, uid)
+    s = cp.cuda.Stream(non_blocking=True)
+    xp = cp if rank == 0 else np
+    c = 100_003  # int64: 13 chunks of 8192, the last one short
+    ar = np.arange(c, dtype=np.int64)
+
+    def ptr(x):
+        return P(x.data.ptr if xp is cp else x.ctypes.data)
+
+    def done(x):
+        s.synchronize()
+        return cp.asnumpy(x) if xp is cp else x
+
+    send = xp.asarray(ar * (rank + 1) + rank)
+    recv = xp.zeros(c, np.int64)
+    check(lib.ncclAllReduce(ptr(send), ptr(recv), c, INT64, SUM, comm, P(s.ptr)), "ncclAllReduce")
+    want = sum(ar * (r + 1) + r for r in range(nranks))
+    assert (done(recv) == want).all(), "allreduce in chunks"
+
+    gathered = xp.zeros(nranks * c, np.int64)
+    check(lib.ncclAllGather(ptr(send), ptr(gathered), c, INT64, comm, P(s.ptr)), "ncclAllGather")
+    want = np.concatenate([ar * (r + 1) + r for r in range(nranks)])
+    assert (done(gathered) == want).all(), "allgather in chunks"
+    inplace = xp.zeros(nranks * c, np.int64)
+    inplace[rank * c:(rank + 1) * c] = send
+    mine = inplace[rank * c:]
+    check(lib.ncclAllGather(ptr(mine), ptr(inplace), c, INT64, comm, P(s.ptr)), "ncclAllGather in place")
+    assert (done(inplace) == want).all(), "allgather in place in chunks"
+
+    big = xp.asarray(np.arange(nranks * c, dtype=np.int64) * (rank + 1))
+    out = xp.zeros(c, np.int64)
+    check(lib.ncclReduceScatter(ptr(big), ptr(out), c, INT64, SUM, comm, P(s.ptr)), "ncclReduceScatter")
+    full = sum(np.arange(nranks * c, dtype=np.int64) * (r + 1) for r in range(nranks))
+    assert (done(out) == full[rank * c:(rank + 1) * c]).all(), "reduce-scatter in chunks"
+
+    scalar = cp.asarray(np.array([rank + 2], np.int64))  # device memory on every rank
+    op = I()
+    check(lib.ncclRedOpCreatePreMulSum(ctypes.byref(op), P(scalar.data.ptr), INT64, SCALAR_DEVICE, comm),
+          "ncclRedOpCreatePreMulSum")
+    check(lib.ncclAllReduce(ptr(send), ptr(recv), c, INT64, op, comm, P(s.ptr)), "ncclAllReduce PreMulSum")
+    want = sum((r + 2) * (ar * (r + 1) + r) for r in range(nranks))
+    assert (done(recv) == want).all(), "PreMulSum with a device scalar in chunks"
+    check(lib.ncclRedOpDestroy(op, comm), "ncclRedOpDestroy")
+    check(lib.ncclCommDestroy(comm), "ncclCommDestroy")
+
+
+SCENARIOS = {"far_ahead": far_ahead, "abort": abort, "chunks": chunks}
 
 if __name__ == "__main__":
     scenario, rank, nranks, uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), bytes.fromhex(sys.argv[4])

@@ -165,14 +165,15 @@ def test_between_hosts_threads_and_graphs(drivers):
               "1", "-G", "3")
 
 
-# Staged in chunks: 64 KiB chunks (at most 64), counts that leave a short last
-# chunk, every type and op, every root; in place too (the drivers' second column).
+# Staged in chunks: 64 KiB chunks, counts that leave a short last chunk (and
+# at 16 MB, more than 64 would be needed: 64 larger ones), every type and op,
+# every root; in place too (the drivers' second column).
 CHUNKS = ("ACCL_STAGE_CHUNK_BYTES=65536", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL")
 
 
 @pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])
 def test_between_hosts_in_chunks(drivers, name):
-    args = ["-b", "1000008", "-e", "4000032", "-f", "4", "-n", "1", "-w", "0", "-c", "1", "-d", "all"]
+    args = ["-b", "1000008", "-e", "16000128", "-f", "16", "-n", "1", "-w", "0", "-c", "1", "-d", "all"]
     if name in ("all_reduce", "reduce", "reduce_scatter"):
         args += ["-o", "all"]
     if name in ("reduce", "broadcast"):
@@ -186,8 +187,8 @@ def test_between_hosts_in_chunks_graphs_and_four_ranks(drivers):
     # chunks handed over by a kernel instead of stream writes; then 4
     # processes on 2 hosts (shm within a host for each chunk).
     for name in ("all_gather", "reduce_scatter", "all_reduce"):
-        run_hosts(drivers, name, 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c", "1",
-                  "-G", "3", env=CHUNKS)
+        run_hosts(drivers, name, 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2", "-w", "1",
+                  "-c", "1", "-G", "3", env=CHUNKS)
     run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2", "-w",
               "1", "-c", "1", env=CHUNKS + ("ACCL_STAGE_STREAM_WRITE=0",))
     run_hosts(drivers, "all_gather", 4, lambda p: p // 2, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2",

@@ -1,7 +1,8 @@
 """Device buffers between hosts (coll/dev_staged.cc): each process its own
 NCCL_HOSTID on the one GPU, so every operation is staged through pinned host
 memory and the proxies' sockets (staged_worker.py runs each rank): calls queued
-far ahead of the GPU, and an abort while a staged call waits for its peer."""
+far ahead of the GPU, an abort while a staged call waits for its peer, and
+calls cut into chunks alike whatever buffers each rank passes."""
 import os
 import time
 from pathlib import Path
@@ -30,3 +31,14 @@ def test_abort_ends_a_waiting_staged_call():
     t0 = time.monotonic()
     procs.run_procs(WORKER, "abort", 2, dict(os.environ, ACCL_TIMEOUT="60"), 60, host_per_rank=True)
     assert time.monotonic() - t0 < 40  # well before ACCL_TIMEOUT
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_chunks_pair_up_across_buffer_kinds(nranks):
+    # Rank 0 device buffers, the others host buffers, 64 KiB chunks: each
+    # rank cuts the calls alike (staged chunks, or host chunks) and the
+    # results are exact; PreMulSum's device scalar is read by every chunk.
+    env = dict(os.environ, ACCL_TIMEOUT="60", ACCL_STAGE_CHUNK_BYTES="65536", NCCL_DEBUG="INFO",
+               NCCL_DEBUG_SUBSYS="COLL")
+    outs = procs.run_procs(WORKER, "chunks", nranks, env, 120, host_per_rank=True)
+    assert "staged in 13 chunks of 8192 elements" in outs[0], outs[0][-3000:]
