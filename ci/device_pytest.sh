@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: build ACCL for sm_90 once per machine (a stamp in /tmp),
-# then run GPU tests within a time limit, so that one device call of at most
+# then run GPU tests within a time limit (SIGINT at the limit: pytest still
+# prints its summary), so that one device call of at most
 # 10 minutes holds the build and a part of tests/gpu. Logs go to $OUT.
 #   bash ci/device_pytest.sh SECONDS [pytest arguments...]
 set -uo pipefail
@@ -17,5 +18,5 @@ if [ ! -e "$stamp" ]; then
   python3 -m accl.info | grep -i mode
   touch "$stamp"
 fi
-timeout -k 10 "$limit" python3 -m pytest -q -p no:cacheprovider -rfE --durations=8 "$@" 2>&1 | tee -a "$OUT/pytest.txt"
+timeout -s INT -k 20 "$limit" python3 -m pytest -q -p no:cacheprovider -rfE --durations=8 "$@" 2>&1 | tee -a "$OUT/pytest.txt"
 echo "pytest rc=${PIPESTATUS[0]}"

@@ -97,6 +97,12 @@ def chunks(rank, nranks, uid):
     each rank's scalar in device memory."""
     comm = init(rank, nranks, uid)
     s = cp.cuda.Stream(non_blocking=True)
+    with s:  # CuPy's work (arrays made, filled, compared) in the calls' order
+        chunks_on(rank, nranks, comm, s)
+    check(lib.ncclCommDestroy(comm), "ncclCommDestroy")
+
+
+def chunks_on(rank, nranks, comm, s):
     xp = cp if rank == 0 else np
     c = 100_003  # int64: 13 chunks of 8192, the last one short
     ar = np.arange(c, dtype=np.int64)
@@ -138,7 +144,6 @@ def chunks(rank, nranks, uid):
     want = sum((r + 2) * (ar * (r + 1) + r) for r in range(nranks))
     assert (done(recv) == want).all(), "PreMulSum with a device scalar in chunks"
     check(lib.ncclRedOpDestroy(op, comm), "ncclRedOpDestroy")
-    check(lib.ncclCommDestroy(comm), "ncclCommDestroy")
 
 
 SCENARIOS = {"far_ahead": far_ahead, "abort": abort, "chunks": chunks}
