@@ -17,7 +17,8 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   command -v valgrind >/dev/null || pkgs+=(valgrind)
   { command -v mpirun && command -v mpicc; } >/dev/null || pkgs+=(openmpi-bin libopenmpi-dev)
   if [ ${#pkgs[@]} -gt 0 ]; then
-    apt-get update -q >/dev/null && apt-get install -y -q "${pkgs[@]}" >/dev/null || echo "not installed: ${pkgs[*]}"
+    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null ||
+      echo "not installed: ${pkgs[*]}"
   fi
 fi
 "$PY" -m pip install -q --upgrade pip

@@ -323,6 +323,12 @@ ncclResult_t devReadScalar(const CollArgs& a, void* out, bool* copied) {
   *copied = a.comm->dev && devBuffer(a.deviceScalar);
   if (!*copied) return ncclSuccess;
   cudaStream_t s = static_cast<cudaStream_t>(a.stream);
+  if (capturing(s)) {  // the copy would join the graph, and the wait end the capture
+    WARN("%s (%s, rank %d): a call on host buffers cannot read its PreMulSum scalar from device memory "
+         "(ncclScalarDevice) while its stream is being captured: use ncclScalarHostImmediate, or device buffers",
+         a.opName, a.comm->name.c_str(), a.comm->rank);
+    return ncclInvalidUsage;
+  }
   CUDACHECK(cudaSetDevice(a.comm->cudaDev), "cudaSetDevice", a.comm);
   CUDACHECK(cudaMemcpyAsync(out, a.deviceScalar, typeSize(a.type), cudaMemcpyDeviceToHost, s),
             "cudaMemcpyAsync (PreMulSum's device scalar)", a.comm);

@@ -45,6 +45,7 @@
 #include "coll/coll.h"
 #include "coll/dev_state.h"
 #include "device/dev_launch.h"
+#include "core/redop.h"
 #include "core/wait.h"
 
 namespace accl {
@@ -196,7 +197,7 @@ class Stager {
   std::deque<StageJob*> kicked_;                 // captured jobs the stream reached (guarded by mu_)
   bool stopped_ = false;                         // guarded by mu_
   uint64_t lastSeq_ = 0;                         // of the eager jobs (guarded by mu_)
-  bool announcedChunks_ = false;
+  bool announcedChunks_[2] = {false, false};  // eager, captured
   WriteValue64 write_;                           // null: a kernel writes `go` (the calls')
   std::thread thread_;
 
@@ -244,6 +245,10 @@ StageJob* Stager::next(std::unique_ptr<StageJob>* owned) {
 
 void Stager::loop() {
   tlsOnProxy = true;
+  // The runtime calls this thread makes (the host collectives' pointer
+  // checks) then use this communicator's GPU, not a new context on device 0.
+  (void)cudaSetDevice(comm_->cudaDev);
+  (void)cudaGetLastError();
   // This thread's naps (polling `go`, waiting on its connections) are short
   // and on the critical path: wake within a microsecond of the asked time,
   // not the default 50 us timer slack.
@@ -494,10 +499,11 @@ ncclResult_t Stager::runChunks(const CollArgs& a, size_t per) {
   char* stage = nullptr;
   NCCLCHECK(buffer(outOff + alignUp(outRows * block), persistent, &stage));
   if (!persistent) NCCLCHECK(eagerWords());
-  if (!announcedChunks_) {
-    announcedChunks_ = true;
-    INFO(kColl, "%s rank %d: %s of %zu bytes staged in %zu chunks of %zu elements (first such call)",
-         comm_->name.c_str(), me, a.opName, std::max(inRows, outRows) * block, (a.count + per - 1) / per, per);
+  if (!announcedChunks_[persistent]) {
+    announcedChunks_[persistent] = true;
+    INFO(kColl, "%s rank %d: %s of %zu bytes staged in %zu chunks of %zu elements (first such %s call)",
+         comm_->name.c_str(), me, a.opName, std::max(inRows, outRows) * block, (a.count + per - 1) / per, per,
+         persistent ? "captured" : "eager");
   }
   std::vector<Stage> stages;
   for (size_t off = 0; off < a.count; off += per) {
@@ -561,6 +567,7 @@ cudaError_t Stager::handOver(cudaStream_t s, uint64_t seq, const DevCtx& ctx) {
 ncclResult_t Stager::enqueue(cudaStream_t s, std::vector<Stage>& stages) {
   ncclComm* comm = comm_;
   const bool persistent = stages[0].job->persistent;
+  const char* opName = stages[0].job->opName;
   if (!persistent) {
     std::lock_guard<std::mutex> lock(mu_);
     for (Stage& st : stages) {
@@ -569,12 +576,18 @@ ncclResult_t Stager::enqueue(cudaStream_t s, std::vector<Stage>& stages) {
       st.job->doneDev = doneDev_;
     }
   }
+  // What each job's wait kernel needs: an eager job belongs to the proxy
+  // (which may run and free it) once it is queued.
+  std::vector<std::pair<uint64_t, const uint64_t*>> waits;
+  for (const Stage& st : stages) waits.emplace_back(st.job->seq, st.job->doneDev);
   DevCtx ctx = ctxOf(comm);
   size_t handedOver = 0;  // the first jobs whose hand-over is on the stream: the proxy must run them
-  ncclResult_t r = ordered(comm, s, stages[0].job->opName, [&]() -> cudaError_t {
+  ncclResult_t r = ordered(comm, s, opName, [&]() -> cudaError_t {
     cudaError_t e = cudaSuccess;
     // Every job's copies in and hand-over first, so that the copies of later
     // jobs run while the proxy works on earlier ones (a whole call: one job).
+    // An eager job is queued as soon as it is handed over: the proxy may
+    // start on it while the rest of the call is being enqueued.
     for (Stage& st : stages) {
       for (const Copy& c : st.before)
         if ((e = copyAsync(c, s)) != cudaSuccess) return e;
@@ -582,24 +595,27 @@ ncclResult_t Stager::enqueue(cudaStream_t s, std::vector<Stage>& stages) {
       e = persistent ? cudaLaunchHostFunc(s, kick, job) : handOver(s, job->seq, ctx);
       if (e != cudaSuccess) return e;
       ++handedOver;
+      if (!persistent) {
+        std::lock_guard<std::mutex> lock(mu_);
+        eager_.push_back(std::move(st.job));  // run once `go` reaches its seq
+        cv_.notify_one();
+      }
     }
-    for (Stage& st : stages) {
-      if ((e = devLaunchStageHandover(nullptr, st.job->seq, st.job->doneDev, ctx, s)) != cudaSuccess) return e;
-      for (const Copy& c : st.after)
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if ((e = devLaunchStageHandover(nullptr, waits[i].first, waits[i].second, ctx, s)) != cudaSuccess) return e;
+      for (const Copy& c : stages[i].after)
         if ((e = copyAsync(c, s)) != cudaSuccess) return e;
     }
     return cudaSuccess;
   });
-  // Part of the call is on the stream and the proxy runs it, the rest not (or
-  // not the waits that keep the next call's copies behind it): the ranks'
-  // calls no longer pair up. Fail the communicator, as a failed proxy does.
-  if (r != ncclSuccess && handedOver > 0) commSetError(comm, r);
   if (persistent) {
     for (Stage& st : stages) persistent_.push_back(std::move(st.job));  // a graph may replay them until the communicator goes
-  } else if (handedOver > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < handedOver; ++i) eager_.push_back(std::move(stages[i].job));  // run once `go` reaches its seq
-    cv_.notify_one();
+  } else if (r != ncclSuccess && handedOver > 0) {
+    // Part of the call is on the stream and the proxy runs it, the rest not
+    // (or not the waits that keep the next call's copies behind it): the
+    // ranks' calls no longer pair up. Fail the communicator, as a failed
+    // proxy does. (A failed capture is the caller's to discard.)
+    commSetError(comm, r);
   }
   return r;
 }
@@ -617,9 +633,17 @@ ncclResult_t devRunHostChunks(const CollArgs& a, size_t per) {
   std::vector<char> packed(gather || scatter ? n * per * es : 0);  // a chunk's rows, one per rank
   const char* send = static_cast<const char*>(a.sendbuff);
   char* recv = static_cast<char*>(a.recvbuff);
+  CollArgs whole = a;  // PreMulSum's device scalar read once, not per chunk
+  if (a.deviceScalar) {
+    alignas(8) unsigned char copy[8];
+    bool copied = false;
+    NCCLCHECK(devReadScalar(a, copy, &copied));
+    whole.red.scalar = readScalar(a.type, copied ? copy : a.deviceScalar);
+    whole.deviceScalar = nullptr;
+  }
   for (size_t off = 0; off < a.count; off += per) {
     const size_t len = std::min(per, a.count - off), bytes = len * es, at = off * es;
-    CollArgs h = a;
+    CollArgs h = whole;
     h.cut = true;
     h.count = len;
     h.sendbuff = send ? send + at : nullptr;  // NULL: a buffer the call does not use on this rank

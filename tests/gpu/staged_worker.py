@@ -84,6 +84,8 @@ def abort(rank, nranks, uid):
 
 lib.ncclAllGather.argtypes = [P, P, ctypes.c_size_t, I, P, P]
 lib.ncclReduceScatter.argtypes = [P, P, ctypes.c_size_t, I, I, P, P]
+lib.ncclBroadcast.argtypes = [P, P, ctypes.c_size_t, I, I, P, P]
+lib.ncclReduce.argtypes = [P, P, ctypes.c_size_t, I, I, I, P, P]
 lib.ncclRedOpCreatePreMulSum.argtypes = [ctypes.POINTER(I), P, I, I, P]
 lib.ncclRedOpDestroy.argtypes = [I, P]
 SCALAR_DEVICE = 0
@@ -93,8 +95,9 @@ def chunks(rank, nranks, uid):
     """Run with ACCL_STAGE_CHUNK_BYTES=65536: calls of 800 KB go in chunks.
     Rank 0 passes device buffers (staged chunks on its proxy), the others host
     buffers (the same chunks on the calling thread): the ranks' calls pair up.
-    Allreduce, allgather (also in place), reduce-scatter, and PreMulSum with
-    each rank's scalar in device memory."""
+    Allreduce, allgather and reduce-scatter (also in place), broadcast and
+    reduce from every root, and PreMulSum with each rank's scalar in device
+    memory."""
     comm = init(rank, nranks, uid)
     s = cp.cuda.Stream(non_blocking=True)
     with s:  # CuPy's work (arrays made, filled, compared) in the calls' order
@@ -135,6 +138,22 @@ def chunks_on(rank, nranks, comm, s):
     check(lib.ncclReduceScatter(ptr(big), ptr(out), c, INT64, SUM, comm, P(s.ptr)), "ncclReduceScatter")
     full = sum(np.arange(nranks * c, dtype=np.int64) * (r + 1) for r in range(nranks))
     assert (done(out) == full[rank * c:(rank + 1) * c]).all(), "reduce-scatter in chunks"
+
+    inplace = xp.asarray(np.arange(nranks * c, dtype=np.int64) * (rank + 1))
+    check(lib.ncclReduceScatter(ptr(inplace), ptr(inplace[rank * c:]), c, INT64, SUM, comm, P(s.ptr)),
+          "ncclReduceScatter in place")
+    assert (done(inplace)[rank * c:(rank + 1) * c] == full[rank * c:(rank + 1) * c]).all(), "reduce-scatter in place"
+
+    for root in range(nranks):  # every root; a non-root's unused buffer NULL
+        buf = xp.asarray(ar * 3 + root) if rank == root else xp.zeros(c, np.int64)
+        check(lib.ncclBroadcast(ptr(buf), ptr(buf), c, INT64, root, comm, P(s.ptr)), "ncclBroadcast")
+        assert (done(buf) == ar * 3 + root).all(), f"broadcast from {root} in chunks"
+        out = xp.zeros(c, np.int64)
+        check(lib.ncclReduce(ptr(send), ptr(out) if rank == root else None, c, INT64, SUM, root, comm, P(s.ptr)),
+              "ncclReduce")
+        if rank == root:
+            assert (done(out) == sum(ar * (r + 1) + r for r in range(nranks))).all(), f"reduce to {root} in chunks"
+        s.synchronize()
 
     scalar = cp.asarray(np.array([rank + 2], np.int64))  # device memory on every rank
     op = I()

@@ -187,10 +187,12 @@ def test_between_hosts_in_chunks_graphs_and_four_ranks(drivers):
     # chunks handed over by a kernel instead of stream writes; then 4
     # processes on 2 hosts (shm within a host for each chunk).
     for name in ("all_gather", "reduce_scatter", "all_reduce"):
-        run_hosts(drivers, name, 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2", "-w", "1",
-                  "-c", "1", "-G", "3", env=CHUNKS)
-    run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2", "-w",
-              "1", "-c", "1", env=CHUNKS + ("ACCL_STAGE_STREAM_WRITE=0",))
+        t = run_hosts(drivers, name, 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2", "-w",
+                      "1", "-c", "1", "-G", "3", env=CHUNKS)
+        assert "(first such captured call)" in t.log, t.log[-3000:]
+    t = run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2",
+                  "-w", "1", "-c", "1", env=CHUNKS[:2] + ("NCCL_DEBUG_SUBSYS=COLL,INIT", "ACCL_STAGE_STREAM_WRITE=0"))
+    assert "handed to the proxy by a kernel" in t.log and "(first such eager call)" in t.log, t.log[-3000:]
     run_hosts(drivers, "all_gather", 4, lambda p: p // 2, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2",
               "-w", "1", "-c", "1", env=CHUNKS)
 
