@@ -107,30 +107,6 @@ struct Stage {
   std::vector<Copy> before, after;
 };
 
-// The elements per chunk of a collective (its count: whole). A chunk holds
-// about `chunkBytes` of the larger buffer (an allgather's output, a
-// reduce-scatter's input: a row per rank), whole 64-byte lines of elements,
-// and there are at most kMaxChunks. Every rank computes the same.
-constexpr size_t kMaxChunks = 64;
-size_t chunkElems(const CollArgs& a, int nranks, int64_t chunkBytes) {
-  switch (a.kind) {
-    case CollKind::AllReduce:
-    case CollKind::Broadcast:
-    case CollKind::Reduce:
-    case CollKind::AllGather:
-    case CollKind::ReduceScatter:
-      break;
-    default:
-      return a.count;
-  }
-  if (chunkBytes <= 0) return a.count;
-  const size_t es = typeSize(a.type), line = std::max<size_t>(1, 64 / es);
-  const size_t rows = a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter ? nranks : 1;
-  size_t per = std::max(static_cast<size_t>(chunkBytes) / (es * rows), (a.count + kMaxChunks - 1) / kMaxChunks);
-  per = std::max<size_t>(line, (per + line - 1) / line * line);
-  return std::min(per, a.count);
-}
-
 thread_local bool tlsOnProxy = false;  // this thread is a stager's proxy
 
 // cuStreamWriteValue64 (CUDA 12 ABI), where the driver has it: the stream
@@ -623,7 +599,7 @@ ncclResult_t Stager::enqueue(cudaStream_t s, std::vector<Stage>& stages) {
 size_t devStagedChunk(const CollArgs& a) {
   const ncclComm* comm = a.comm;
   if (a.cut || !comm->dev || comm->nhosts <= 1) return a.count;
-  return chunkElems(a, comm->nranks, comm->dev->stageChunk);
+  return stageChunkElems(a, comm->nranks, comm->dev->stageChunk);
 }
 
 ncclResult_t devRunHostChunks(const CollArgs& a, size_t per) {
@@ -699,3 +675,36 @@ ncclResult_t devBeforeHostOp(ncclComm*) { return ncclSuccess; }
 }  // namespace accl
 
 #endif
+
+// Host code either way (tests/cpp/unit_tests.cc checks it without a GPU).
+#include <algorithm>
+
+#include "coll/coll.h"
+#include "device/dev_comm.h"
+
+namespace accl {
+
+// A chunk holds about `chunkBytes` of the larger buffer (an allgather's
+// output, a reduce-scatter's input: a row per rank), whole 64-byte lines of
+// elements; the count decides the rest, so every rank computes the same.
+size_t stageChunkElems(const CollArgs& a, int nranks, int64_t chunkBytes) {
+  switch (a.kind) {
+    case CollKind::AllReduce:
+    case CollKind::Broadcast:
+    case CollKind::Reduce:
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+      break;
+    default:
+      return a.count;
+  }
+  if (chunkBytes <= 0) return a.count;
+  const size_t es = typeSize(a.type), line = std::max<size_t>(1, 64 / es);
+  const size_t rows = a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter ? nranks : 1;
+  size_t per = std::max(static_cast<size_t>(chunkBytes) / (es * rows),
+                        (a.count + kMaxStageChunks - 1) / kMaxStageChunks);
+  per = std::max<size_t>(line, (per + line - 1) / line * line);
+  return std::min(per, a.count);
+}
+
+}  // namespace accl

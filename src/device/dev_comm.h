@@ -71,6 +71,10 @@ ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops);
 // (ACCL_STAGE_CHUNK_BYTES) run in chunks: the elements per chunk of `a` (its
 // count: whole; always for a call already cut, or not between hosts).
 size_t devStagedChunk(const CollArgs& a);
+// The rule: elements per chunk of `a` among `nranks` ranks for chunks of about
+// `chunkBytes` of its larger buffer (at most kMaxStageChunks; whole 64-byte lines).
+constexpr size_t kMaxStageChunks = 64;
+size_t stageChunkElems(const CollArgs& a, int nranks, int64_t chunkBytes);
 // A host-buffer collective of such a communicator, in the same chunks as a
 // device-buffer one, one after another on this thread: the ranks' host
 // collectives pair up whatever buffers each rank passes.

@@ -40,6 +40,7 @@
 #include "coll/tree.h"
 #include "coll/tuner.h"
 #include "core/comm.h"
+#include "device/dev_comm.h"
 #include "transport/connection.h"
 #include "device/host_reduce.h"
 #include "device/lowp.h"
@@ -1138,6 +1139,56 @@ TEST(reg_table_mirror_stuck_after_failed_open) {
   log.refresh(m, *t);
   CHECK_EQ(log.calls.size(), 1u);
   if (!log.calls.empty()) CHECK_EQ(log.calls[0], std::string("close 0"));
+}
+
+// Staged calls between hosts in chunks (coll/dev_staged.cc): every rank cuts
+// a call with this rule, so it must give whole lines, at most
+// kMaxStageChunks chunks covering the count, and the count itself (whole)
+// for calls that fit one chunk, for kinds never cut, and with chunks off.
+TEST(stage_chunk_elems) {
+  using accl::CollArgs;
+  using accl::CollKind;
+  const CollKind cut[] = {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,
+                          CollKind::ReduceScatter};
+  const ncclDataType_t types[] = {ncclUint8, ncclFloat16, ncclFloat32, ncclFloat64};
+  const size_t counts[] = {1, 7, 100, 8191, 8192, 8193, 100003, 1 << 20, 123456789, size_t{1} << 33};
+  for (int nranks : {1, 2, 3, 8}) {
+    for (CollKind kind : cut) {
+      for (ncclDataType_t type : types) {
+        for (int64_t chunk : {int64_t{64}, int64_t{65536}, int64_t{4} << 20}) {
+          for (size_t count : counts) {
+            CollArgs a{};
+            a.kind = kind;
+            a.type = type;
+            a.count = count;
+            const size_t es = accl::typeSize(type), line = 64 / es;
+            const size_t rows = kind == CollKind::AllGather || kind == CollKind::ReduceScatter ? nranks : 1;
+            const size_t per = accl::stageChunkElems(a, nranks, chunk);
+            const size_t chunks = (count + per - 1) / per;
+            if (count * es * rows <= static_cast<size_t>(chunk)) CHECK_EQ(per, count);  // fits one chunk: whole
+            if (per == count) continue;
+            CHECK(per > 0 && per < count);
+            CHECK_EQ(per % line, size_t{0});
+            CHECK(chunks <= accl::kMaxStageChunks);
+            // About the asked size: not larger unless the cap or a line asks for it.
+            if (per * es * rows > static_cast<size_t>(chunk) + 64 * rows)
+              CHECK(per - line < (count + accl::kMaxStageChunks - 1) / accl::kMaxStageChunks);
+          }
+        }
+      }
+    }
+  }
+  CollArgs a{};
+  a.kind = CollKind::AllReduce;
+  a.type = ncclFloat32;
+  a.count = 1 << 20;
+  CHECK_EQ(accl::stageChunkElems(a, 2, 0), a.count);   // off
+  CHECK_EQ(accl::stageChunkElems(a, 2, -5), a.count);  // off
+  CHECK_EQ(accl::stageChunkElems(a, 2, 65536), size_t{16384});
+  for (CollKind kind : {CollKind::Send, CollKind::Recv, CollKind::AllToAll, CollKind::Gather, CollKind::Scatter}) {
+    a.kind = kind;
+    CHECK_EQ(accl::stageChunkElems(a, 2, 65536), a.count);  // never cut
+  }
 }
 
 }  // namespace
