@@ -176,7 +176,13 @@ ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* 
       b.pause();
       if (!b.checkNow() || ready(d.slots[k])) continue;  // a rank that got here decides for itself
       if (!deadline) deadline.emplace(&comm->abortFlag);
-      if (stopped && d.slots[k].failed.load(std::memory_order_relaxed)) {
+      // Stopped, unless it got here first: between the look above and this
+      // one a rank may publish (or finish), return and destroy its
+      // communicator, which sets `failed`. What ready() reads is stored
+      // before `failed`, so once this acquire load sees `failed`, ready()
+      // sees that too. (A rank that got here and then failed is judged after
+      // the wait, with the inline "finished first" exemption.)
+      if (stopped && d.slots[k].failed.load(std::memory_order_acquire) && !ready(d.slots[k])) {
         comm->failedRank.store(k);
         WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
              "aborted or destroyed)", op, comm->name.c_str(), comm->rank, k);
