@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coll/host_direct_state.h"
+#include "coll/host_direct_wait.h"
 #include "coll/rma.h"
 #include "core/check.h"
 #include "core/comm.h"
@@ -160,50 +161,6 @@ struct Call {
   }
 };
 
-// Until ready(slot k) for every rank k; a failed rank, abort, ACCL_TIMEOUT and
-// a dead peer process end the wait with an error that names the rank.
-// stopped: leave when a rank's slot says it stopped (not when waiting for
-// the ranks to leave a failed call: a stopped rank may still be moving).
-template <typename Ready>
-ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const char* stage, Ready ready,
-                     bool stopped = true) {
-  // Made at the first check: a call whose peers are there already (small
-  // calls, mostly) reads no clock.
-  std::optional<Deadline> deadline;
-  for (int k = 0; k < comm->nranks; ++k) {
-    Backoff b;
-    while (!ready(d.slots[k])) {
-      b.pause();
-      if (!b.checkNow() || ready(d.slots[k])) continue;  // a rank that got here decides for itself
-      if (!deadline) deadline.emplace(&comm->abortFlag);
-      // Stopped, unless it got here first: between the look above and this
-      // one a rank may publish (or finish), return and destroy its
-      // communicator, which sets `failed`. What ready() reads is stored
-      // before `failed`, so once this acquire load sees `failed`, ready()
-      // sees that too. (A rank that got here and then failed is judged after
-      // the wait, with the inline "finished first" exemption.)
-      if (stopped && d.slots[k].failed.load(std::memory_order_acquire) && !ready(d.slots[k])) {
-        comm->failedRank.store(k);
-        WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
-             "aborted or destroyed)", op, comm->name.c_str(), comm->rank, k);
-        return ncclRemoteError;
-      }
-      if (deadline->aborted()) return commAbortedResult(comm, op);
-      if (deadline->expired()) {
-        WARN("%s (%s, rank %d): timed out (ACCL_TIMEOUT=%lld s) waiting for rank %d %s the direct collective", op,
-             comm->name.c_str(), comm->rank, static_cast<long long>(deadline->seconds()), k, stage);
-        return ncclTimeout;
-      }
-      if (b.napping() && !processAlive(comm->peers[k].pid)) {
-        comm->failedRank.store(k);
-        WARN("%s (%s, rank %d): rank %d's process has died", op, comm->name.c_str(), comm->rank, k);
-        return ncclRemoteError;
-      }
-    }
-  }
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return ncclSuccess;
-}
 
 // acc <- the reduction of inputs src[0..n) (rank order[j]'s at src[j]), for
 // `len` elements, finished; also copied to `also` when not NULL. src[0] is the

@@ -36,6 +36,8 @@
 #include "core/mode.h"
 #include "core/param.h"
 #include "core/sha256.h"
+#include "coll/host_direct_state.h"
+#include "coll/host_direct_wait.h"
 #include "coll/reg_table.h"
 #include "coll/tree.h"
 #include "coll/tuner.h"
@@ -1188,6 +1190,56 @@ TEST(stage_chunk_elems) {
   for (CollKind kind : {CollKind::Send, CollKind::Recv, CollKind::AllToAll, CollKind::Gather, CollKind::Scatter}) {
     a.kind = kind;
     CHECK_EQ(accl::stageChunkElems(a, 2, 65536), a.count);  // never cut
+  }
+}
+
+// The direct collectives' wait (coll/host_direct_wait.h) with rank 1 played
+// by the predicate: between one of the waiter's looks at its slot and the
+// next, the peer publishes the call and then stops (it finished and destroyed
+// its communicator). Whichever look that falls after, the wait must see a
+// peer that got there, not a stopped one. A peer that stops without
+// publishing must end the wait with an error.
+TEST(direct_wait_sees_a_peer_that_got_there_before_it_stopped) {
+  ncclComm comm;
+  comm.nranks = 2;
+  comm.rank = 0;
+  comm.name = "unit";
+  comm.peers.resize(2);
+  for (auto& p : comm.peers) p.pid = getpid();
+  const size_t bytes = 2 * sizeof(accl::Slot);
+  void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(map != MAP_FAILED);
+  if (map == MAP_FAILED) return;
+  {
+    accl::HostDirect d(&comm, map, bytes, 0);  // unmaps the slots when it goes
+    accl::Slot& peer = d.slots[1];
+    for (bool publishes : {true, false}) {
+      for (int at = 1; at <= 200; ++at) {  // the look after which the peer acts
+        peer.published.store(0);
+        peer.failed.store(0);
+        int looks = 0;
+        auto ready = [&](const accl::Slot& s) {
+          if (&s != &peer) return true;
+          const bool r = s.published.load() >= 1;
+          if (++looks == at) {  // the peer acts right after this look
+            if (publishes) peer.published.store(1);
+            peer.failed.store(1);
+          }
+          return r;
+        };
+        const ncclResult_t r = accl::waitAll(&comm, d, "test", "to start", ready);
+        if (publishes && r != ncclSuccess) {
+          fprintf(stderr, "a peer that published after look %d was judged stopped\n", at);
+          CHECK(r == ncclSuccess);
+          break;
+        }
+        if (!publishes && r != ncclRemoteError) {
+          fprintf(stderr, "a peer that stopped after look %d without publishing: %d\n", at, static_cast<int>(r));
+          CHECK(r == ncclRemoteError);
+          break;
+        }
+      }
+    }
   }
 }
 
