@@ -32,20 +32,29 @@ void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Re
   red.finish(out, count);
 }
 
-ncclResult_t runCollective(const CollArgs& a) {
-  if (isP2p(a.kind)) return runP2p(a.comm, {a});
-  if (a.onDevice) return devRunCollective(a);
-  NCCLCHECK(devBeforeHostOp(a.comm));
+// A host-buffer call's PreMulSum scalar in device memory (ncclScalarDevice),
+// read once per call into a copy that no longer points at it.
+static ncclResult_t resolveScalar(const CollArgs& a, CollArgs* out) {
+  *out = a;
+  if (!a.deviceScalar) return ncclSuccess;
+  alignas(8) unsigned char copy[8];
+  bool copied = false;
+  NCCLCHECK(devReadScalar(a, copy, &copied));
+  out->red.scalar = readScalar(a.type, copied ? copy : a.deviceScalar);
+  out->deviceScalar = nullptr;
+  return ncclSuccess;
+}
+
+ncclResult_t runCollective(const CollArgs& call) {
+  if (isP2p(call.kind)) return runP2p(call.comm, {call});
+  if (call.onDevice) return devRunCollective(call);
+  NCCLCHECK(devBeforeHostOp(call.comm));
+  CollArgs a;
+  NCCLCHECK(resolveScalar(call, &a));
   // Where device-buffer calls between hosts go in chunks, host-buffer ones
   // go in the same chunks, so that every rank's host collectives pair up.
   if (const size_t per = devStagedChunk(a); per < a.count) return devRunHostChunks(a, per);
-  Reducer red = a.red;
-  if (a.deviceScalar) {
-    alignas(8) unsigned char copy[8];
-    bool copied = false;
-    NCCLCHECK(devReadScalar(a, copy, &copied));
-    red.scalar = readScalar(a.type, copied ? copy : a.deviceScalar);
-  }
+  const Reducer& red = a.red;
   bool direct = false;
   ncclResult_t r = hostDirectRun(a, red, &direct);
   if (direct) return r;

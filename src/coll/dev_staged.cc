@@ -609,17 +609,9 @@ ncclResult_t devRunHostChunks(const CollArgs& a, size_t per) {
   std::vector<char> packed(gather || scatter ? n * per * es : 0);  // a chunk's rows, one per rank
   const char* send = static_cast<const char*>(a.sendbuff);
   char* recv = static_cast<char*>(a.recvbuff);
-  CollArgs whole = a;  // PreMulSum's device scalar read once, not per chunk
-  if (a.deviceScalar) {
-    alignas(8) unsigned char copy[8];
-    bool copied = false;
-    NCCLCHECK(devReadScalar(a, copy, &copied));
-    whole.red.scalar = readScalar(a.type, copied ? copy : a.deviceScalar);
-    whole.deviceScalar = nullptr;
-  }
   for (size_t off = 0; off < a.count; off += per) {
     const size_t len = std::min(per, a.count - off), bytes = len * es, at = off * es;
-    CollArgs h = whole;
+    CollArgs h = a;  // its PreMulSum scalar already read (runCollective)
     h.cut = true;
     h.count = len;
     h.sendbuff = send ? send + at : nullptr;  // NULL: a buffer the call does not use on this rank

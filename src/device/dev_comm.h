@@ -77,7 +77,8 @@ constexpr size_t kMaxStageChunks = 64;
 size_t stageChunkElems(const CollArgs& a, int nranks, int64_t chunkBytes);
 // A host-buffer collective of such a communicator, in the same chunks as a
 // device-buffer one, one after another on this thread: the ranks' host
-// collectives pair up whatever buffers each rank passes.
+// collectives pair up whatever buffers each rank passes. A PreMulSum scalar
+// is read before (runCollective), not once per chunk.
 ncclResult_t devRunHostChunks(const CollArgs& a, size_t per);
 // The same for a call the proxy makes on a staged copy of `bytes` at `src`
 // (device windows between hosts: the put goes out from the copy).
