@@ -285,6 +285,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     }
     if (moved) {
       backoff.reset();
+      steps.progressed();
       continue;
     }
     // Nothing moved: move the sockets' frames in this thread (as a wait

@@ -125,7 +125,7 @@ ncclResult_t Steps::check(Connection* c) {
     return fail(c, ncclRemoteError, "failed: connection closed (peer process died or destroyed its communicator)");
   }
   uint64_t now = nowMs();
-  if (!deadline_) {  // the first check: an operation that never waited long reads no clock
+  if (!deadline_) {  // the first check of a stall: a wait that never waited long reads no clock
     deadline_.emplace(&comm_->abortFlag);
     lastPeerCheck_ = now;
   }
@@ -169,6 +169,7 @@ ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
     s.tail(c->fifo.ctrl, c->step);  // slots drained: a tail past it is data
     s.sleep(kSleepCheckMs);
   }
+  progressed();
   return recvSlot(c, bytes, data);
 }
 
@@ -182,8 +183,12 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
 ncclResult_t Steps::waitSent(Connection* c, uint64_t upTo) {
   Backoff b;
   Wait w(this, c);
-  uint64_t head;
+  uint64_t head, seen = 0;
   while ((head = c->fifo.ctrl->head.load(std::memory_order_acquire)) < upTo) {
+    if (head != seen) {  // a frame left: a long send (waitAllSent) is bounded per frame
+      seen = head;
+      progressed();
+    }
     if (b.checkNow()) NCCLCHECK(check(c));
     w.spin();
     if (c->fifo.ctrl->head.load(std::memory_order_acquire) >= upTo) break;
@@ -196,6 +201,7 @@ ncclResult_t Steps::waitSent(Connection* c, uint64_t upTo) {
     s.head(c->fifo.ctrl, head);  // until the frame at head leaves
     s.sleep(kSleepCheckMs);
   }
+  progressed();
   return ncclSuccess;
 }
 

@@ -62,6 +62,9 @@ class Steps {
   void release(Connection* c);
   // The slow-path checks of a wait on `c` (abort, peer failure, peer alive, deadline).
   ncclResult_t check(Connection* c);
+  // Something moved: the next stall gets a whole ACCL_TIMEOUT again (it bounds
+  // each wait for a peer, not an operation that keeps moving).
+  void progressed() { deadline_.reset(); }
   ncclResult_t fail(Connection* c, ncclResult_t err, const char* why);
 
  private:
@@ -101,7 +104,7 @@ class Steps {
   const char* op_;
   int nSentFrom_ = 0;
   Connection* sentFrom_[kMaxDriven] = {};  // the connections postFrom posted to
-  std::optional<Deadline> deadline_;  // from the first check()
+  std::optional<Deadline> deadline_;  // from the first check() since the last progress
   uint64_t lastPeerCheck_ = 0;
   bool ownCore_;
   bool wholeOp_;

@@ -1,7 +1,8 @@
 /* One rank of a multi-process test, rendezvousing through NCCL_COMM_ID (so no
  * id needs to be passed around). Usage: rank_worker RANK NRANKS COUNT ITERS.
  * Runs ITERS float allreduces of COUNT elements, checking each, and prints
- * "rank R: iter K" as it goes so a test can act mid-run. On failure prints
+ * "rank R: calling K" before each call and "rank R: iter K" after it, so that a
+ * test can act mid-run. On failure prints
  * "rank R: FAILED code=C <last warning>" and exits with 10 + C. */
 #include <nccl.h>
 #include <stdio.h>
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
   fflush(stdout);
   for (int it = 0; it < iters; ++it) {
     for (i = 0; i < count; ++i) buf[i] = (float)(rank + (int)(i % 17));
+    printf("rank %d: calling %d\n", rank, it);
+    fflush(stdout);
     r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
     if (r != ncclSuccess) {
       printf("rank %d: FAILED code=%d %s\n", rank, r, ncclGetLastError(NULL));

@@ -17,8 +17,8 @@ class Ranks:
     """rank_worker processes with per-rank environment and log files."""
 
     def __init__(self, exe, nranks, comm_id, tmp_path, env_of_rank=None, iters=100000, extra_env=None, start=True,
-                 bound=False):
-        self.exe, self.nranks, self.iters = exe, nranks, iters
+                 bound=False, count=COUNT):
+        self.exe, self.nranks, self.iters, self.count = exe, nranks, iters, count
         self.env = {**os.environ, "NCCL_COMM_ID": comm_id, **(extra_env or {})}
         self.env_of_rank = env_of_rank
         self.bound = bound  # each rank process on one CPU (its threads too)
@@ -33,7 +33,7 @@ class Ranks:
         cpus = sorted(os.sched_getaffinity(0))
         bind = (lambda: os.sched_setaffinity(0, {cpus[r % len(cpus)]})) if self.bound else None
         with open(self.logs[r], "w") as f:
-            self.procs[r] = subprocess.Popen([str(self.exe), str(r), str(self.nranks), str(COUNT), str(self.iters)],
+            self.procs[r] = subprocess.Popen([str(self.exe), str(r), str(self.nranks), str(self.count), str(self.iters)],
                                              env=env, stdout=f, stderr=subprocess.STDOUT, preexec_fn=bind)
 
     def log(self, r):
@@ -117,6 +117,30 @@ def test_stuck_rank_times_out_with_ncclTimeout(ranks, transport):
     assert code == ERR_BASE + TIMEOUT, rs.log(0)
     assert "timed out" in rs.log(0)
     assert 2.5 < time.time() - t0 < 15
+
+
+@pytest.mark.timeout(120)
+def test_timeout_bounds_each_wait_not_a_long_operation(ranks):
+    # ACCL_TIMEOUT bounds each wait for a peer. One allreduce (512 MiB over
+    # sockets) whose peer is stopped again and again, each time for well under
+    # ACCL_TIMEOUT, takes longer than ACCL_TIMEOUT in all, and must succeed.
+    timeout = 2
+    rs = ranks(2, env_of_rank=_own_host, extra_env={"ACCL_TIMEOUT": str(timeout)}, iters=2, count=128 << 20)
+    end = time.time() + 60
+    while not all("calling 1" in rs.log(r) for r in range(2)):  # connected, and both in the second allreduce
+        assert time.time() < end and all(p.poll() is None for p in rs.procs), rs.log(0) + rs.log(1)
+        time.sleep(0.01)
+    t0 = time.time()
+    while rs.procs[0].poll() is None and time.time() < t0 + 40:
+        rs.procs[1].send_signal(signal.SIGSTOP)
+        time.sleep(0.5)
+        rs.procs[1].send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    took = time.time() - t0
+    for r in range(2):
+        assert rs.wait(r, timeout=30) == 0, rs.log(r)
+        assert f"rank {r}: done" in rs.log(r)
+    assert took > timeout + 1, f"the allreduce took {took:.1f} s: too short to outlast ACCL_TIMEOUT"
 
 
 @pytest.mark.timeout(60)
