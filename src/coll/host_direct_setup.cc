@@ -66,6 +66,10 @@ std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0
 // This rank can read process `pid`'s memory: it reads the peer's process key
 // at the address the peer gave. errno says why not.
 bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
+  if (pid == 0) {  // another PID namespace: its pid names another process here, or none
+    errno = ESRCH;
+    return false;
+  }
   uint64_t got = 0;
   iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(keyAddr), sizeof(got)};
   if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) return false;
@@ -141,7 +145,7 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
     if (q == me || sameProcess(comm, q)) continue;
     if (paramInt(Param::Cma) == 0) {
       mine.unreached = me;
-    } else if (!canAttach(comm->peers[q].pid, comm->peers[q].reachProbe, comm->peers[q].processKey)) {
+    } else if (!canAttach(localPid(comm, q), comm->peers[q].reachProbe, comm->peers[q].processKey)) {
       mine.unreached = q;
       mine.err = errno;
     }
@@ -174,6 +178,10 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
   } else if (all[who].unreached == who) {
     INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d runs with ACCL_CMA=0",
          comm->name.c_str(), who);
+  } else if (comm->peers[who].pidNs != comm->peers[all[who].unreached].pidNs) {
+    INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d is in another PID namespace than "
+         "rank %d (a container of its own), whose memory cross memory attach cannot name",
+         comm->name.c_str(), all[who].unreached, who);
   } else {
     INFO(kInit, "%s: direct collectives only on symmetric windows: rank %d cannot attach to rank %d's process "
          "(process_vm_readv: %s; see ptrace's access rules)", comm->name.c_str(), who, all[who].unreached,
@@ -195,8 +203,8 @@ ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std:
       bases[q] = static_cast<char*>(win->base);
     } else if (sameProcess(comm, q)) {
       bases[q] = reinterpret_cast<char*>(e.addr);
-    } else if (e.share.fd < 0) {
-      unreached = q;  // not ncclMemAlloc's memory: no way to map it
+    } else if (e.share.fd < 0 || localPid(comm, q) != e.share.pid) {
+      unreached = q;  // not ncclMemAlloc's memory, or a process whose /proc/<pid> is not this one's to open
     } else {
       void* mapping = nullptr;
       size_t bytes = 0;

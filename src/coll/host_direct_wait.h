@@ -47,7 +47,7 @@ inline ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const
              comm->name.c_str(), comm->rank, static_cast<long long>(deadline->seconds()), k, stage);
         return ncclTimeout;
       }
-      if (b.napping() && !processAlive(comm->peers[k].pid)) {
+      if (b.napping() && !processAlive(localPid(comm, k))) {
         comm->failedRank.store(k);
         WARN("%s (%s, rank %d): rank %d's process has died", op, comm->name.c_str(), comm->rank, k);
         return ncclRemoteError;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,8 +68,21 @@ uint64_t hostHash() {
     std::ifstream boot("/proc/sys/kernel/random/boot_id");
     std::string b;
     if (boot >> b) s += b;
+    struct stat shm;
+    if (stat("/dev/shm", &shm) == 0)
+      s += "/dev/shm:" + std::to_string(shm.st_dev) + ":" + std::to_string(shm.st_ino);
   }
   return fnv1a(s.data(), s.size());
+}
+
+uint64_t pidNamespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+pid_t localPid(const ncclComm* comm, int k) {
+  const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
+  return p.hostHash == me.hostHash && p.pidNs == me.pidNs ? p.pid : 0;
 }
 
 bool processAlive(pid_t pid) {
@@ -184,6 +198,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   PeerInfo me = {};
   me.rank = rank;
   me.pid = getpid();
+  me.pidNs = pidNamespace();
   me.hostHash = hostHash();
   if (getrandom(&me.nonce, sizeof(me.nonce), 0) != sizeof(me.nonce)) me.nonce = static_cast<uint64_t>(getpid());
   me.cudaDev = comm->cudaDev;

@@ -37,6 +37,7 @@ constexpr uint64_t kCommDeadMagic = 0x646165642d636d6dull;
 struct PeerInfo {
   int32_t rank;
   int32_t pid;
+  uint64_t pidNs;     // its PID namespace (pidNamespace()): pids mean the same only within one
   uint64_t hostHash;
   int32_t cudaDev;
   int32_t deviceMode;
@@ -230,8 +231,17 @@ void forEachConnection(ncclComm* comm, Fn fn) {
 ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
                             int tag, std::vector<Connection*>* sends, std::vector<Connection*>* recvs);
 
+// This host as the ranks tell hosts apart: NCCL_HOSTID, else the hostname,
+// the boot id and the /dev/shm it sees (containers with a private /dev/shm
+// share no memory segments, so they are hosts of their own).
 uint64_t hostHash();
-bool processAlive(pid_t pid);
+// This process's PID namespace (the inode of /proc/self/ns/pid; 0: unknown).
+uint64_t pidNamespace();
+// Rank k's pid as this process can use it (liveness checks, /proc/<pid>/...):
+// 0 where k is on another host or in another PID namespace (a container of
+// its own), where that number names another process or none.
+pid_t localPid(const ncclComm* comm, int k);
+bool processAlive(pid_t pid);  // true for pid 0 (not checked)
 
 // Keeps a communicator allocated for the duration of an API call: commFree
 // waits for inFlight to fall and for pins to go.

@@ -57,7 +57,7 @@ class IpcConnection : public Connection {
     isSend = send;
     peer = peerRank;
     kind = "cuda-ipc";
-    peerPid = comm->peers[peerRank].pid;
+    peerPid = localPid(comm, peerRank);
     bytes_ = segmentBytes(nChannels_);
   }
   ~IpcConnection() override {
@@ -159,7 +159,7 @@ ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
     ctrl->peerGone.store(0);
     ctrl->failedRank.store(-1);
     ctrl->receiverPid = getpid();
-    ctrl->senderPid = comm->peers[peer].pid;
+    ctrl->senderPid = localPid(comm, peer);
   }
   if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer) ||
       !cudaOk(cudaMalloc(&c->slots_, c->allocBytes()), "cudaMalloc (FIFO slots)", comm, peer))

@@ -131,8 +131,8 @@ ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   NCCLCHECK(shmSegmentCreate(comm, "its FIFO from rank " + std::to_string(peer), c->name_, c->bytes_, &c->map_));
   fifoInit(c->map_, slot, &c->fifo);
   c->fifo.ctrl->receiverPid = getpid();
-  c->fifo.ctrl->senderPid = comm->peers[peer].pid;
-  c->peerPid = comm->peers[peer].pid;
+  c->fifo.ctrl->senderPid = localPid(comm, peer);
+  c->peerPid = localPid(comm, peer);
   *out = std::move(c);
   return ncclSuccess;
 }
@@ -149,7 +149,7 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->fifo.ctrl = static_cast<FifoCtrl*>(c->map_);
   c->fifo.data = static_cast<char*>(c->map_) + 4096;
   c->fifo.slotBytes = slot;
-  c->peerPid = comm->peers[peer].pid;
+  c->peerPid = localPid(comm, peer);
   *out = std::move(c);  // the receiver owns (and unlinks) the name
   return ncclSuccess;
 }

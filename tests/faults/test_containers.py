@@ -1,0 +1,88 @@
+"""Ranks of one machine in namespaces of their own, as containers run them:
+another PID namespace (its pids name other processes here, or none) and a
+private /dev/shm (no shared segments: another host). Needs root (unshare)."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
+
+
+def _free_pid():
+    """A pid that names no process here (nor the one after it)."""
+    used = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+    top = int(open("/proc/sys/kernel/pid_max").read())
+    for pid in range(top - 1000, top - 2):
+        if pid not in used and pid + 1 not in used:
+            return pid
+    pytest.skip("no free pid near pid_max")
+
+
+def _start(cmd, log, **kw):
+    f = open(log, "w")
+    return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+
+
+def _run_pair(exe, tmp_path, wrap, count, iters, env, pause=None):
+    """Rank 0 as it is, rank 1 inside `wrap` (unshare's flags, and a shell
+    command run first); both run `iters` allreduces of `count` floats.
+    `pause(procs)`: called once both ranks iterate. Returns both exit codes and logs."""
+    logs = [tmp_path / f"rank{r}.log" for r in range(2)]
+    args = lambda r: [str(exe), str(r), "2", str(count), str(iters)]
+    procs = [_start(args(0), logs[0], env=env),
+             _start(["unshare", *wrap[0], "sh", "-c", wrap[1] + ' && "$0" "$@"; exit $?', *args(1)], logs[1], env=env)]
+    try:
+        if pause:
+            end = time.time() + 60
+            while not all("iter 2" in l.read_text() for l in logs):
+                assert time.time() < end and all(p.poll() is None for p in procs), logs[0].read_text() + logs[1].read_text()
+                time.sleep(0.01)
+            pause(procs)
+        codes = [p.wait(timeout=90) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    return codes, [l.read_text() for l in logs]
+
+
+def _stop_a_while(procs):
+    os.killpg(procs[1].pid, signal.SIGSTOP)  # unshare, its shell and rank 1
+    time.sleep(0.5)  # five times ACCL_PEER_CHECK_MS: rank 0 waits, and checks its peer's pid
+    running = procs[0].poll() is None
+    os.killpg(procs[1].pid, signal.SIGCONT)
+    assert running, "rank 0 stopped (finished or failed) while rank 1 was stopped"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("count,iters", [(1 << 20, 200), (1000, 50000)], ids=["ring", "inline"])
+def test_rank_in_another_pid_namespace(c_program, comm_id, tmp_path, count, iters):
+    # Rank 1's pid (in its own namespace) names no process here: a waiting
+    # rank must not read that as "the peer died" (nor attach to that pid), and
+    # the calls still run on the shared /dev/shm (the ring or inline).
+    pid = _free_pid()
+    env = {**os.environ, "NCCL_COMM_ID": comm_id, "ACCL_PEER_CHECK_MS": "100", "NCCL_DEBUG": "INFO",
+           "NCCL_DEBUG_SUBSYS": "INIT"}
+    wrap = (["-p", "-f", "--mount-proc"], f"echo {pid} > /proc/sys/kernel/ns_last_pid")
+    codes, logs = _run_pair(c_program("rank_worker"), tmp_path, wrap, count, iters, env, pause=_stop_a_while)
+    assert codes == [0, 0], logs[0] + logs[1]
+    assert "died" not in logs[0]
+    assert "rank 1 is in another PID namespace than rank 0" in logs[0], logs[0]
+    assert "shm/shm)" in logs[0], logs[0]  # one host still: the ring on shared memory
+
+
+@pytest.mark.timeout(120)
+def test_rank_with_a_private_dev_shm_is_another_host(c_program, comm_id, tmp_path):
+    # No segment of rank 0's /dev/shm reaches rank 1: they talk over sockets.
+    env = {**os.environ, "NCCL_COMM_ID": comm_id, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+    wrap = (["-m"], "mount -t tmpfs tmpfs /dev/shm")
+    codes, logs = _run_pair(c_program("rank_worker"), tmp_path, wrap, 1 << 16, 5, env)
+    if "mount" in logs[1] and "ermission" in logs[1]:
+        pytest.skip("mounts in a private mount namespace are not permitted here")
+    assert codes == [0, 0], logs[0] + logs[1]
+    assert "net/net)" in logs[0], logs[0]  # the ring's connections (the "ready" line)
