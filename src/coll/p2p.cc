@@ -246,6 +246,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   Backoff backoff;
   size_t open = sendQ.used + recvQ.used;
   while (open > 0) {
+    NCCLCHECK(steps.checkAbort());
     bool moved = false;
     open = 0;
     for (Queue& q : sendQ) {

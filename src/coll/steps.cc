@@ -105,6 +105,10 @@ ncclResult_t Steps::fail(Connection* c, ncclResult_t err, const char* why) {
   return err;
 }
 
+ncclResult_t Steps::checkAbort() const {
+  return comm_->abortFlag.load(std::memory_order_relaxed) ? commAbortedResult(comm_, op_) : ncclSuccess;
+}
+
 ncclResult_t Steps::check(Connection* c) {
   if (comm_->abortFlag.load(std::memory_order_relaxed)) return commAbortedResult(comm_, op_);
   FifoCtrl* ctrl = c->fifo.ctrl;
@@ -154,6 +158,7 @@ ncclResult_t Steps::recvSlot(Connection* c, size_t bytes, const char** data) {
 }
 
 ncclResult_t Steps::waitRecv(Connection* c, size_t bytes, const char** data) {
+  NCCLCHECK(checkAbort());
   Backoff b;
   Wait w(this, c);
   while (!recvReady(c)) {
@@ -181,6 +186,7 @@ ncclResult_t Steps::waitSend(Connection* c, char** slot) {
 }
 
 ncclResult_t Steps::waitSent(Connection* c, uint64_t upTo) {
+  NCCLCHECK(checkAbort());
   Backoff b;
   Wait w(this, c);
   uint64_t head, seen = 0;

@@ -62,6 +62,10 @@ class Steps {
   void release(Connection* c);
   // The slow-path checks of a wait on `c` (abort, peer failure, peer alive, deadline).
   ncclResult_t check(Connection* c);
+  // Whether the communicator was aborted, looked at on every wait (and every
+  // pass of a progress engine): data that keeps moving never reaches check(),
+  // and an abort must not wait for a long transfer to end.
+  ncclResult_t checkAbort() const;
   // Something moved: the next stall gets a whole ACCL_TIMEOUT again (it bounds
   // each wait for a peer, not an operation that keeps moving).
   void progressed() { deadline_.reset(); }
