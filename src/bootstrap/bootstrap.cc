@@ -197,7 +197,15 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
 
 ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd) {
   int s;
-  NCCLCHECK(socketConnect(peers_[peer], deadline(), &s));
+  // A peer's listener lives as long as its communicator, and this rank learnt
+  // its address after it listened: a refusal means it is gone (a process
+  // that exited, or a communicator destroyed), not yet to come.
+  bool refused = false;
+  const ncclResult_t r = socketConnect(peers_[peer], deadline(), &s, &refused);
+  if (refused)
+    WARN("rank %d: rank %d refused a connection at %s: its process has exited or destroyed its communicator",
+         rank_, peer, addrToString(peers_[peer]).c_str());
+  NCCLCHECK(r);
   FdGuard g(s);
   Hello h = makeHello(purpose, rank_, nranks_, tag, peer);
   memcpy(h.session, session_, kSessionBytes);

@@ -125,7 +125,7 @@ ncclResult_t socketListen(const SockAddr& addr, int* fd, SockAddr* bound) {
   return ncclSuccess;
 }
 
-ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd) {
+ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd, bool* refused) {
   int64_t sleepMs = paramInt(Param::SocketRetrySleepMs);
   int64_t attemptsLeft = paramInt(Param::SocketRetryCnt);
   std::string where = addrToString(addr);
@@ -148,6 +148,10 @@ ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd) {
       tuneSocket(s.get());
       *fd = s.release();
       return ncclSuccess;
+    }
+    if (err == ECONNREFUSED && refused) {  // the caller knows the peer listened: it is gone, and says so
+      *refused = true;
+      return ncclRemoteError;
     }
     bool retriable = err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH ||
                      err == ENETUNREACH || err == ECONNRESET || err == EAGAIN;

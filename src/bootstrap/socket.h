@@ -44,8 +44,10 @@ class FdGuard {
 
 // Listens on `addr` (port 0: any free port); `bound` receives the actual address.
 ncclResult_t socketListen(const SockAddr& addr, int* fd, SockAddr* bound);
-// Connects with retries and back-off on refused/unreachable (the peer may not listen yet).
-ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd);
+// Connects with retries and back-off on refused/unreachable (the peer may not
+// listen yet). With `refused`, a refusal is final instead: *refused is set and
+// the result is ncclRemoteError (for a peer known to have listened already).
+ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd, bool* refused = nullptr);
 ncclResult_t socketAccept(int listenFd, const Deadline& dl, int* fd);
 // A connection if one is waiting, else *fd = -1 (ncclSuccess either way).
 ncclResult_t socketTryAccept(int listenFd, int* fd);

@@ -28,8 +28,16 @@ size_t slotBytesParam() {
   return static_cast<size_t>(slot) & ~size_t(4095);
 }
 
-ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
-                          int tag, std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs) {
+namespace {
+
+// Where a set-up is, for the message when it fails.
+struct SetUpAt {
+  int peer = -1;
+  const char* step = "starting";
+};
+
+ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom, int tag,
+                   std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs, SetUpAt* at) {
   Bootstrap& bs = *comm->bootstrap;
   Deadline dl(&comm->abortFlag);
   sends->clear();
@@ -40,11 +48,13 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
 
   for (size_t i = 0; i < sendTo.size(); ++i) {  // 1
     int fd;
+    *at = {sendTo[i], "connecting to it"};
     NCCLCHECK(bs.connectPeer(sendTo[i], Purpose::Data, tag, &fd));
     sendFds[i].reset(fd);
   }
   for (size_t i = 0; i < recvFrom.size(); ++i) {  // 2
     int fd, peer = recvFrom[i];
+    *at = {peer, "accepting its connection and answering it"};
     NCCLCHECK(bs.acceptPeer(peer, Purpose::Data, tag, &fd));
     recvFds[i].reset(fd);
     char kind = 'N';
@@ -61,6 +71,7 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
   for (size_t i = 0; i < sendTo.size(); ++i) {  // 3
     int fd = sendFds[i].get(), peer = sendTo[i];
     char kind = 0;
+    *at = {peer, "reading its answer and opening the connection"};
     NCCLCHECK(socketRecv(fd, &kind, 1, dl));
     if (kind == 'S' || kind == 'I') {
       NCCLCHECK(kind == 'S' ? shmOpenSend(comm, peer, tag, &(*sends)[i]) : ipcOpenSend(comm, peer, tag, &(*sends)[i]));
@@ -75,11 +86,30 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
   for (size_t i = 0; i < recvFrom.size(); ++i) {  // 4
     if (recvFds[i].get() < 0) continue;  // a socket connection: nothing to unlink
     char ack = 0;
+    *at = {recvFrom[i], "reading its acknowledgement"};
     NCCLCHECK(socketRecv(recvFds[i].get(), &ack, 1, dl));
     shmUnlinkRecv((*recvs)[i].get());
   }
   for (auto& s : *sends) INFO(kInit, "rank %d -> rank %d via %s (tag %d)", comm->rank, s->peer, s->kind, tag);
   return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
+                          int tag, std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs) {
+  SetUpAt at;
+  const ncclResult_t r = setUp(comm, sendTo, recvFrom, tag, sends, recvs, &at);
+  if (r == ncclSuccess || comm->abortFlag.load(std::memory_order_relaxed)) return r;
+  // Name the peer and the step (a socket that closed says nothing itself),
+  // and fail the communicator: its calls cannot pair up without this connection.
+  WARN("%s rank %d: setting up a connection (tag %d) with rank %d failed while %s: %s (did rank %d fail, exit or "
+       "call another operation?)", comm->name.c_str(), comm->rank, tag, at.peer, at.step, ncclGetErrorString(r),
+       at.peer);
+  commSetError(comm, r);
+  sends->clear();
+  recvs->clear();
+  return r;
 }
 
 }  // namespace accl

@@ -500,3 +500,17 @@ def test_abort_reaches_an_operation_whose_data_keeps_moving(c_program, mode):
     p = run(c_program("abort_moving"), mode, 2048, env={"NCCL_DEBUG": "NONE", "ACCL_DIRECT": "0"}, timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     assert f"OK: {mode}" in p.stdout
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("hosts", ["one", "own"])
+def test_send_to_a_rank_that_exited_fails_at_once(c_program, hosts):
+    # Rank 1 exits after init; rank 0's send must fail within seconds (its
+    # listener refuses: gone, not late), name rank 1 and the step, and leave
+    # the error on the communicator. Before, the connect was retried for
+    # about 30 s (NCCL_SOCKET_RETRY_CNT), with a WARN naming only an address.
+    p = run(c_program("p2p_peer_gone"), hosts, env={"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "WARN"}, timeout=100)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert "OK" in p.stdout
+    assert "rank 1 refused a connection" in p.stderr, p.stderr
+    assert "setting up a connection (tag 3) with rank 1 failed while connecting to it" in p.stderr, p.stderr
