@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "bootstrap/socket.h"
@@ -42,9 +43,13 @@ class NetConnection : public Connection {
     kind = "net";
     size_t slot = comm->slotBytes;
     mem_ = aligned_alloc(4096, fifoBytes(slot));
-    fifoInit(mem_, slot, &fifo);
+    if (mem_) fifoInit(mem_, slot, &fifo);
   }
   ~NetConnection() override {
+    if (!mem_) {  // start() refused it: no proxy, no FIFO
+      close(fd_);
+      return;
+    }
     // Aborting: the send proxy still tells the peer why (bounded by 1 s), then exits
     // by itself. Otherwise wake the proxy by closing the socket.
     bool aborting = fifo.ctrl->abort.load() != 0;
@@ -55,7 +60,24 @@ class NetConnection : public Connection {
     close(fd_);
     free(mem_);
   }
-  void start() { proxy_ = std::thread(isSend ? &NetConnection::sendLoop : &NetConnection::recvLoop, this); }
+  // The FIFO and its proxy thread; an error (not an exception) where memory
+  // or threads (ulimit -u, pids.max: two per remote peer) ran out.
+  ncclResult_t start() {
+    if (!mem_) {
+      WARN("rank %d: no memory for the FIFO of a socket connection %s rank %d (%zu bytes)", comm_->rank,
+           isSend ? "to" : "from", peer, fifoBytes(comm_->slotBytes));
+      return ncclSystemError;
+    }
+    try {
+      proxy_ = std::thread(isSend ? &NetConnection::sendLoop : &NetConnection::recvLoop, this);
+    } catch (const std::system_error& e) {
+      WARN("rank %d: cannot start the proxy thread of a socket connection %s rank %d: %s (a thread per socket "
+           "connection and direction: see ulimit -u, or the cgroup's pids.max)", comm_->rank, isSend ? "to" : "from",
+           peer, e.what());
+      return ncclSystemError;
+    }
+    return ncclSuccess;
+  }
   void abort(int failedRank) override {
     fifo.ctrl->failedRank.store(failedRank);
     fifo.ctrl->abort.store(1);
@@ -391,7 +413,7 @@ class NetConnection : public Connection {
 
 ncclResult_t netFromSocket(ncclComm* comm, int fd, bool isSend, int peer, ConnPtr* out) {
   auto c = std::make_unique<NetConnection>(comm, fd, isSend, peer);
-  c->start();
+  NCCLCHECK(c->start());
   *out = std::move(c);
   return ncclSuccess;
 }
