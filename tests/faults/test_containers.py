@@ -86,3 +86,22 @@ def test_rank_with_a_private_dev_shm_is_another_host(c_program, comm_id, tmp_pat
         pytest.skip("mounts in a private mount namespace are not permitted here")
     assert codes == [0, 0], logs[0] + logs[1]
     assert "net/net)" in logs[0], logs[0]  # the ring's connections (the "ready" line)
+
+
+@pytest.mark.timeout(120)
+def test_killed_rank_in_another_pid_namespace_is_found(c_program, comm_id, tmp_path):
+    # No pid to check: the connection's kept set-up socket closes when rank 1
+    # dies, and rank 0 fails within seconds (not at ACCL_TIMEOUT), naming it.
+    pid = _free_pid()
+    env = {**os.environ, "NCCL_COMM_ID": comm_id, "ACCL_TIMEOUT": "60", "NCCL_DEBUG": "WARN"}
+    wrap = (["-p", "-f", "--mount-proc"], f"echo {pid} > /proc/sys/kernel/ns_last_pid")
+    t0 = []
+
+    def kill(procs):
+        os.killpg(procs[1].pid, signal.SIGKILL)
+        t0.append(time.time())
+
+    codes, logs = _run_pair(c_program("rank_worker"), tmp_path, wrap, 1 << 20, 100000, env, pause=kill)
+    assert codes[0] == 10 + 6, logs[0]  # ncclRemoteError
+    assert time.time() - t0[0] < 15, logs[0]
+    assert "rank 1" in logs[0] and "closed its connection" in logs[0], logs[0]
