@@ -203,8 +203,8 @@ ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd)
   bool refused = false;
   const ncclResult_t r = socketConnect(peers_[peer], deadline(), &s, &refused);
   if (refused)
-    WARN("rank %d: rank %d refused a connection at %s: its process has exited or destroyed its communicator",
-         rank_, peer, addrToString(peers_[peer]).c_str());
+    WARN("rank %d: rank %d refused a connection at %s: its process has exited or destroyed its communicator (or "
+         "that address is not its: NCCL_SOCKET_IFNAME)", rank_, peer, addrToString(peers_[peer]).c_str());
   NCCLCHECK(r);
   FdGuard g(s);
   Hello h = makeHello(purpose, rank_, nranks_, tag, peer);

@@ -53,9 +53,6 @@ using HostDirectPtr = std::unique_ptr<HostDirect, HostDirectDeleter>;
 void hostDirectPrepare(ncclComm* comm, PeerInfo* me);
 ncclResult_t hostDirectInit(ncclComm* comm);
 
-// Ranks k and this one share an address space (the same process key and pid,
-// from hostDirectPrepare; every mode).
-bool sameProcess(const ncclComm* comm, int k);
 
 // What a rank tells the others about its window in the registration's allgather.
 struct HostDirectExport {

@@ -79,10 +79,6 @@ bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
 
 }  // namespace
 
-bool sameProcess(const ncclComm* comm, int k) {
-  const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
-  return p.processKey == me.processKey && p.pid == me.pid;
-}
 
 void HostDirectDeleter::operator()(HostDirect* d) const { delete d; }
 

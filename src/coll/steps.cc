@@ -132,6 +132,11 @@ ncclResult_t Steps::check(Connection* c) {
     comm_->failedRank.store(root >= 0 ? root : c->peer);
     return fail(c, ncclRemoteError, why);
   }
+  // A peer that is gone (closed, exited) matters only while this side still
+  // waits on it: it may have sent (or taken) the last frame and left between
+  // the wait's look and this one.
+  const bool settled = c->isSend ? ctrl->head.load(std::memory_order_acquire) >= c->step : recvReady(c);
+  if (settled) return ncclSuccess;
   if (ctrl->peerGone.load(std::memory_order_relaxed)) {
     comm_->failedRank.store(c->peer);
     return fail(c, ncclRemoteError, "failed: connection closed (peer process died or destroyed its communicator)");

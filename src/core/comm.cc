@@ -80,6 +80,11 @@ uint64_t pidNamespace() {
   return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
+bool sameProcess(const ncclComm* comm, int k) {
+  const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
+  return p.processKey == me.processKey && p.pid == me.pid;
+}
+
 pid_t localPid(const ncclComm* comm, int k) {
   const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
   return p.hostHash == me.hostHash && p.pidNs == me.pidNs ? p.pid : 0;

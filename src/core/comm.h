@@ -235,13 +235,17 @@ ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, cons
 // the boot id and the /dev/shm it sees (containers with a private /dev/shm
 // share no memory segments, so they are hosts of their own).
 uint64_t hostHash();
-// This process's PID namespace (the inode of /proc/self/ns/pid; 0: unknown).
+// This process's PID namespace (the inode of /proc/self/ns/pid; 0: unknown,
+// which matches only another unknown: pids are then trusted, as before).
 uint64_t pidNamespace();
 // Rank k's pid as this process can use it (liveness checks, /proc/<pid>/...):
 // 0 where k is on another host or in another PID namespace (a container of
 // its own), where that number names another process or none.
 pid_t localPid(const ncclComm* comm, int k);
 bool processAlive(pid_t pid);  // true for pid 0 (not checked)
+// Ranks k and this one share an address space: the same random process key
+// (PeerInfo::processKey) and pid. Never by pid alone: containers repeat pids.
+bool sameProcess(const ncclComm* comm, int k);
 
 // Keeps a communicator allocated for the duration of an API call: commFree
 // waits for inFlight to fall and for pins to go.

@@ -49,7 +49,7 @@ class Connection {
   Fifo fifo;
   bool isSend = false;
   int peer = -1;
-  pid_t peerPid = 0;          // checked for liveness while waiting (same host), 0 = not checked
+  pid_t peerPid = 0;          // checked for liveness while waiting (same host and PID namespace), 0 = not checked
   // A shm peer in another PID namespace (no pid to check): the connection's
   // set-up socket, kept open. The peer's end closes when its process exits or
   // its communicator goes, which a wait sees (peerClosed). -1: none.

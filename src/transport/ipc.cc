@@ -196,7 +196,7 @@ ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
     return ncclInternalError;
   }
   if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer)) return ncclUnhandledCudaError;
-  if (h->pid == getpid()) {
+  if (sameProcess(comm, peer)) {
     c->slots_ = h->slots;  // same process: the pointer itself (IPC refuses to import into its exporter)
     if (h->cudaDev != comm->cudaDev) {
       cudaError_t e = cudaDeviceEnablePeerAccess(h->cudaDev, 0);

@@ -121,26 +121,27 @@ def test_stuck_rank_times_out_with_ncclTimeout(ranks, transport):
 
 @pytest.mark.timeout(120)
 def test_timeout_bounds_each_wait_not_a_long_operation(ranks):
-    # ACCL_TIMEOUT bounds each wait for a peer. One allreduce (512 MiB over
-    # sockets) whose peer is stopped again and again, each time for well under
-    # ACCL_TIMEOUT, takes longer than ACCL_TIMEOUT in all, and must succeed.
-    timeout = 2
-    rs = ranks(2, env_of_rank=_own_host, extra_env={"ACCL_TIMEOUT": str(timeout)}, iters=2, count=128 << 20)
+    # ACCL_TIMEOUT bounds each wait for a peer. One allreduce (1 GiB over
+    # sockets) whose peer is stopped for 0.4 s again and again, with 80 ms to
+    # run in between, stays stopped longer than ACCL_TIMEOUT in all, and must
+    # succeed.
+    timeout, stop = 2, 0.4
+    rs = ranks(2, env_of_rank=_own_host, extra_env={"ACCL_TIMEOUT": str(timeout)}, iters=2, count=256 << 20)
     end = time.time() + 60
     while not all("calling 1" in rs.log(r) for r in range(2)):  # connected, and both in the second allreduce
         assert time.time() < end and all(p.poll() is None for p in rs.procs), rs.log(0) + rs.log(1)
         time.sleep(0.01)
-    t0 = time.time()
-    while rs.procs[0].poll() is None and time.time() < t0 + 40:
+    stops = 0  # stops that began while rank 0 still waited in the allreduce
+    while "iter 1" not in rs.log(0) and rs.procs[0].poll() is None and stops < 60:
         rs.procs[1].send_signal(signal.SIGSTOP)
-        time.sleep(0.5)
+        stops += 1
+        time.sleep(stop)
         rs.procs[1].send_signal(signal.SIGCONT)
-        time.sleep(0.05)
-    took = time.time() - t0
+        time.sleep(0.08)
     for r in range(2):
-        assert rs.wait(r, timeout=30) == 0, rs.log(r)
+        assert rs.wait(r, timeout=60) == 0, rs.log(r)
         assert f"rank {r}: done" in rs.log(r)
-    assert took > timeout + 1, f"the allreduce took {took:.1f} s: too short to outlast ACCL_TIMEOUT"
+    assert stops * stop > timeout + stop, f"only {stops} stops: the allreduce was too short to outlast ACCL_TIMEOUT"
 
 
 @pytest.mark.timeout(60)

@@ -495,8 +495,8 @@ def test_abort_while_another_thread_calls(c_program):
 def test_abort_reaches_an_operation_whose_data_keeps_moving(c_program, mode):
     # 2 ranks of one process move 2 GiB each on the ring (or one send); the
     # main thread aborts rank 0 once both are inside: its call must fail
-    # within 0.25 s and a quarter of the time the whole operation takes (timed
-    # first in the same program), not when its data is through.
+    # within 1 s and half of what was left of the operation (its whole time is
+    # measured first in the same program), not when its data is through.
     p = run(c_program("abort_moving"), mode, 2048, env={"NCCL_DEBUG": "NONE", "ACCL_DIRECT": "0"}, timeout=100)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     assert f"OK: {mode}" in p.stdout
