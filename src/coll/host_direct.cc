@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -15,7 +14,6 @@
 #include "coll/rma.h"
 #include "core/check.h"
 #include "core/comm.h"
-#include "core/wait.h"
 
 namespace accl {
 namespace {
@@ -160,7 +158,6 @@ struct Call {
     return err == EFAULT ? ncclInvalidArgument : ncclSystemError;
   }
 };
-
 
 // acc <- the reduction of inputs src[0..n) (rank order[j]'s at src[j]), for
 // `len` elements, finished; also copied to `also` when not NULL. src[0] is the

@@ -53,7 +53,6 @@ using HostDirectPtr = std::unique_ptr<HostDirect, HostDirectDeleter>;
 void hostDirectPrepare(ncclComm* comm, PeerInfo* me);
 ncclResult_t hostDirectInit(ncclComm* comm);
 
-
 // What a rank tells the others about its window in the registration's allgather.
 struct HostDirectExport {
   HostShareRef share;  // where a peer process maps it (share.fd -1: it cannot)

@@ -79,7 +79,6 @@ bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
 
 }  // namespace
 
-
 void HostDirectDeleter::operator()(HostDirect* d) const { delete d; }
 
 HostDirectExport hostDirectExport(const void* buff, size_t bytes) {
