@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -38,9 +39,23 @@ def collect(procs: list[subprocess.Popen], what: str, timeout: float) -> list[st
 
 
 def spawn(script: str, suite: str, nranks: int, timeout: float, **env: str) -> None:
-    """Runs the suite on every rank; fails with every failed rank's output."""
-    procs = start(script, suite, nranks, **env)
-    outs = collect(procs, suite, timeout)
+    """Runs the suite on every rank; fails with every failed rank's output.
+    free_port()'s port may be taken by another socket before rank 0's store
+    listens on it (EADDRINUSE): then the ranks start again on a new port."""
+    for attempt in range(3):
+        procs = start(script, suite, nranks, **env)
+        end = time.time() + timeout
+        try:
+            first = procs[0].communicate(timeout=timeout)[0]
+        except subprocess.TimeoutExpired:
+            collect(procs, suite, 0)  # kills them all and fails with their output
+        if procs[0].returncode != 0 and "EADDRINUSE" in first and attempt < 2:
+            for p in procs[1:]:
+                p.kill()
+                p.communicate()
+            continue
+        outs = [first] + collect(procs[1:], suite, max(1.0, end - time.time()))
+        break
     bad = [r for r, p in enumerate(procs) if p.returncode != 0 or f"{suite} OK" not in outs[r]]
     if bad:
         pytest.fail(f"{suite}: ranks {bad} failed\n" + "\n".join(
