@@ -294,7 +294,7 @@ ncclResult_t devCheck(ncclComm* comm) {
         else
           WARN("%s (rank %d, device %d): a kernel stopped %s rank %d: the connector was aborted", comm->name.c_str(),
                comm->rank, comm->cudaDev, dir, s.peer);
-        comm->failedRank.store(s.failedRank >= 0 ? s.failedRank : s.peer);
+        commNoteFailedRank(comm, s.failedRank >= 0 ? s.failedRank : s.peer);
         break;
     }
     commSetError(comm, err);

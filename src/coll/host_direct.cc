@@ -147,7 +147,7 @@ struct Call {
     if (done == bytes) return ncclSuccess;
     const int err = got < 0 ? errno : EFAULT;
     if (err == ESRCH) {
-      comm->failedRank.store(k);
+      commNoteFailedRank(comm, k);
       WARN("%s (%s, rank %d): rank %d's process has died", a->opName, comm->name.c_str(), me, k);
       return ncclRemoteError;
     }
@@ -454,7 +454,7 @@ ncclResult_t hostDirectRun(const CollArgs& a, const Reducer& red, bool* ran) {
     // before this one looks (its input stays in the segment). `left` would
     // not do: a failed call sets it too.
     if (s.failed.load() && !(inlined && s.finished.load() >= call)) {
-      comm->failedRank.store(k);
+      commNoteFailedRank(comm, k);
       WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
            "aborted or destroyed)", a.opName, comm->name.c_str(), me, k);
       return fail(ncclRemoteError);

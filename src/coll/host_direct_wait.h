@@ -36,7 +36,7 @@ inline ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const
       // sees that too. (A rank that got here and then failed is judged after
       // the wait, with the inline "finished first" exemption.)
       if (stopped && d.slots[k].failed.load(std::memory_order_acquire) && !ready(d.slots[k])) {
-        comm->failedRank.store(k);
+        commNoteFailedRank(comm, k);
         WARN("%s (%s, rank %d): rank %d stopped (its direct collective failed, or its communicator failed, was "
              "aborted or destroyed)", op, comm->name.c_str(), comm->rank, k);
         return ncclRemoteError;
@@ -48,7 +48,7 @@ inline ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const
         return ncclTimeout;
       }
       if (b.napping() && !processAlive(localPid(comm, k))) {
-        comm->failedRank.store(k);
+        commNoteFailedRank(comm, k);
         WARN("%s (%s, rank %d): rank %d's process has died", op, comm->name.c_str(), comm->rank, k);
         return ncclRemoteError;
       }

@@ -280,7 +280,7 @@ void Rma::receive() {
         }
         ncclResult_t r = probe.check(c);
         if (r == ncclSuccess && c->peerPid > 0 && !processAlive(c->peerPid)) {
-          comm_->failedRank.store(c->peer);
+          commNoteFailedRank(comm_, c->peer);
           r = probe.fail(c, ncclRemoteError, "failed: the peer process has died");
         }
         if (r != ncclSuccess) return failed();  // reported: the communicator is failed

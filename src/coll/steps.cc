@@ -129,7 +129,7 @@ ncclResult_t Steps::check(Connection* c) {
       snprintf(why, sizeof(why), "failed: the peer aborted");
     else
       snprintf(why, sizeof(why), "failed: the peer reported an error");
-    comm_->failedRank.store(root >= 0 ? root : c->peer);
+    commNoteFailedRank(comm_, root >= 0 ? root : c->peer);
     return fail(c, ncclRemoteError, why);
   }
   // A peer that is gone (closed, exited) matters only while this side still
@@ -138,7 +138,7 @@ ncclResult_t Steps::check(Connection* c) {
   const bool settled = c->isSend ? ctrl->head.load(std::memory_order_acquire) >= c->step : recvReady(c);
   if (settled) return ncclSuccess;
   if (ctrl->peerGone.load(std::memory_order_relaxed)) {
-    comm_->failedRank.store(c->peer);
+    commNoteFailedRank(comm_, c->peer);
     return fail(c, ncclRemoteError, "failed: connection closed (peer process died or destroyed its communicator)");
   }
   uint64_t now = nowMs();
@@ -149,11 +149,11 @@ ncclResult_t Steps::check(Connection* c) {
   if ((c->peerPid > 0 || c->liveFd >= 0) && now - lastPeerCheck_ >= static_cast<uint64_t>(paramInt(Param::PeerCheckMs))) {
     lastPeerCheck_ = now;
     if (c->peerPid > 0 && !processAlive(c->peerPid)) {
-      comm_->failedRank.store(c->peer);
+      commNoteFailedRank(comm_, c->peer);
       return fail(c, ncclRemoteError, "failed: the peer process has died");
     }
     if (c->liveFd >= 0 && peerClosed(c->liveFd)) {
-      comm_->failedRank.store(c->peer);
+      commNoteFailedRank(comm_, c->peer);
       return fail(c, ncclRemoteError,
                   "failed: the peer (in another PID namespace) closed its connection: its process exited or its "
                   "communicator is gone");

@@ -199,6 +199,13 @@ void unregisterComm(ncclComm* comm);
 // Marks the communicator failed (first error wins) and wakes every waiter:
 // sets abort on all FIFOs so peers stop waiting too.
 void commSetError(ncclComm* comm, ncclResult_t err);
+// Records `rank` as the rank whose failure broke the communicator, unless a
+// cause is already known: the first finding names the root cause, and a later
+// one (a peer that stopped because of it) must not replace it.
+inline void commNoteFailedRank(ncclComm* comm, int rank) {
+  int none = -1;
+  comm->failedRank.compare_exchange_strong(none, rank);
+}
 // What a wait of operation `op` returns once the communicator's abort flag is
 // up (a WARN says so): the communicator's error if it failed, else
 // ncclInvalidUsage (ncclCommAbort).

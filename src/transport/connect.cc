@@ -108,10 +108,7 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
   WARN("%s rank %d: setting up a connection (tag %d) with rank %d failed while %s: %s (did rank %d fail, exit or "
        "call another operation?)", comm->name.c_str(), comm->rank, tag, at.peer, at.step, ncclGetErrorString(r),
        at.peer);
-  if (r == ncclRemoteError && at.peer >= 0) {  // the peer is gone: the others learn who
-    int none = -1;
-    comm->failedRank.compare_exchange_strong(none, at.peer);
-  }
+  if (r == ncclRemoteError && at.peer >= 0) commNoteFailedRank(comm, at.peer);  // the peer is gone: the others learn who
   commSetError(comm, r);
   sends->clear();
   recvs->clear();

@@ -39,6 +39,15 @@ struct Fifo {
   char* slot(uint64_t step) const { return data + (step % kSlots) * slotBytes; }
 };
 
+// Stops both ends' waits on this FIFO. The first known cause stays: a side
+// that stops because of another rank's failure, or for no known reason (-1),
+// must not replace the rank the other side named.
+inline void fifoAbort(FifoCtrl* ctrl, int failedRank) {
+  int32_t none = -1;
+  if (failedRank >= 0) ctrl->failedRank.compare_exchange_strong(none, failedRank);
+  ctrl->abort.store(1);
+}
+
 // Bytes of one FIFO: control block (a page) plus the slots.
 inline size_t fifoBytes(size_t slotBytes) { return 4096 + kSlots * slotBytes; }
 inline void fifoInit(void* mem, size_t slotBytes, Fifo* f) {

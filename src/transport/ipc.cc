@@ -75,10 +75,7 @@ class IpcConnection : public Connection {
   }
   void abort(int failedRank) override {
     for (int c = 0; map_ && c < nChannels_; ++c) {
-      FifoCtrl* ctrl = ctrlOf(c);
-      int expected = -1;
-      ctrl->failedRank.compare_exchange_strong(expected, failedRank);
-      ctrl->abort.store(1);
+      fifoAbort(ctrlOf(c), failedRank);
     }
   }
   FifoCtrl* ctrlOf(int c) const { return reinterpret_cast<FifoCtrl*>(static_cast<char*>(map_) + 4096 + c * kCtrlStride); }

@@ -25,8 +25,7 @@ class ShmConnection : public Connection {
   }
   void abort(int failedRank) override {
     if (!fifo.ctrl) return;
-    fifo.ctrl->failedRank.store(failedRank);
-    fifo.ctrl->abort.store(1);
+    fifoAbort(fifo.ctrl, failedRank);
   }
   void unlink() {
     if (!name_.empty()) shm_unlink(name_.c_str());

@@ -1243,6 +1243,42 @@ TEST(direct_wait_sees_a_peer_that_got_there_before_it_stopped) {
   }
 }
 
+// The first known cause of a failure stays: a rank that finds a peer stopped
+// (here the direct wait) after another cause was recorded must not replace it,
+// nor may an abort with a later or unknown cause replace a FIFO's.
+TEST(first_failure_cause_stays) {
+  ncclComm comm;
+  comm.nranks = 2;
+  comm.rank = 0;
+  comm.name = "unit";
+  comm.peers.resize(2);
+  for (auto& p : comm.peers) p.pid = getpid();
+  const size_t bytes = 2 * sizeof(accl::Slot);
+  void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(map != MAP_FAILED);
+  if (map == MAP_FAILED) return;
+  {
+    accl::HostDirect d(&comm, map, bytes, 0);
+    d.slots[1].failed.store(1);  // rank 1 stopped without publishing
+    auto ready = [&](const accl::Slot& s) { return &s != &d.slots[1]; };
+    CHECK_EQ(static_cast<int>(accl::waitAll(&comm, d, "test", "to start", ready)), static_cast<int>(ncclRemoteError));
+    CHECK_EQ(comm.failedRank.load(), 1);  // none known before: the wait names rank 1
+    comm.failedRank.store(7);
+    CHECK_EQ(static_cast<int>(accl::waitAll(&comm, d, "test", "to start", ready)), static_cast<int>(ncclRemoteError));
+    CHECK_EQ(comm.failedRank.load(), 7);
+  }
+  alignas(64) static unsigned char mem[4096 + accl::kSlots * 64];  // fifoBytes(64)
+  accl::Fifo f;
+  accl::fifoInit(mem, 64, &f);
+  accl::fifoAbort(f.ctrl, -1);
+  CHECK_EQ(f.ctrl->abort.load(), 1u);
+  CHECK_EQ(f.ctrl->failedRank.load(), -1);
+  accl::fifoAbort(f.ctrl, 2);
+  accl::fifoAbort(f.ctrl, 3);
+  accl::fifoAbort(f.ctrl, -1);
+  CHECK_EQ(f.ctrl->failedRank.load(), 2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
