@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/split.h"
+#include "core/threads.h"
 
 using accl::commValid;
 
@@ -125,8 +126,10 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
         parent, comm, "the init of a communicator in a group");
   }
   if (!owned) {
-    comm->initThread = std::thread(run);
-    return ncclInProgress;
+    if (accl::startThread(&comm->initThread, run, "the thread of a non-blocking init (it runs in this call instead)") ==
+        ncclSuccess)
+      return ncclInProgress;
+    return run();  // its error, if any, is the communicator's too, as the thread's would be
   }
   const int rank = comm->rank;
   ncclResult_t r = run();

@@ -8,6 +8,7 @@
 
 #include "bootstrap/hello_gate.h"
 #include "core/check.h"
+#include "core/threads.h"
 
 namespace accl {
 namespace {
@@ -107,16 +108,16 @@ void rootLoop(int listenFd, const std::vector<uint8_t>& secret, const std::atomi
 }  // namespace
 
 ncclResult_t startRootThread(int listenFd, const uint8_t* secret, std::shared_ptr<RootStop> stop) {
-  try {
-    std::thread([listenFd, key = std::vector<uint8_t>(secret, secret + kSecretBytes), stop = std::move(stop)] {
-      rootLoop(listenFd, key, stop ? &stop->stop : nullptr);
-      if (stop) stop->exited.store(true);
-    }).detach();
-  } catch (const std::exception& e) {
-    WARN("could not start the bootstrap root thread: %s", e.what());
+  std::thread t;
+  const ncclResult_t r = startThread(&t, [listenFd, key = std::vector<uint8_t>(secret, secret + kSecretBytes), stop] {
+    rootLoop(listenFd, key, stop ? &stop->stop : nullptr);
+    if (stop) stop->exited.store(true);
+  }, "the bootstrap root thread");
+  if (r != ncclSuccess) {
     close(listenFd);
-    return ncclSystemError;
+    return r;
   }
+  t.detach();
   return ncclSuccess;
 }
 

@@ -34,8 +34,10 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,6 +48,7 @@
 #include "coll/dev_state.h"
 #include "device/dev_launch.h"
 #include "core/redop.h"
+#include "core/threads.h"
 #include "core/wait.h"
 
 namespace accl {
@@ -141,7 +144,12 @@ class Stager {
   explicit Stager(ncclComm* comm) : comm_(comm), write_(streamWriteValue64()) {
     INFO(kInit, "%s rank %d: staged operations are handed to the proxy by %s", comm->name.c_str(), comm->rank,
          write_ ? "a stream write" : "a kernel");
-    thread_ = std::thread([this] { loop(); });
+  }
+  // The proxy thread; where it cannot start, no staged call may be queued.
+  ncclResult_t start() {
+    char what[96];
+    snprintf(what, sizeof(what), "rank %d's proxy thread of staged device operations", comm_->rank);
+    return startThread(&thread_, [this] { loop(); }, what);
   }
   ~Stager();  // frees the pinned memory; only once stop() allowed it
 
@@ -299,7 +307,7 @@ bool Stager::stop() {
     if (done_) *done_ = lastSeq_ + kStopMargin;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   if (persistent_.empty() && streamPassed()) return true;
   // Work still on a stream (or in a graph that may be replayed) reads this
   // stager's words and buffers; finding them raised for good, its kernels
@@ -628,11 +636,25 @@ ncclResult_t devRunHostChunks(const CollArgs& a, size_t per) {
   return ncclSuccess;
 }
 
+namespace {
+
+// The communicator's stager, made with its first staged call.
+ncclResult_t startStager(ncclComm* comm) {
+  DevState& d = *comm->dev;
+  if (d.stager) return ncclSuccess;
+  std::unique_ptr<Stager> s(new Stager(comm));
+  NCCLCHECK(s->start());
+  d.stager.reset(s.release());
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t devRunStaged(ncclComm* comm, const std::vector<CollArgs>& ops) {
   if (ops.empty()) return ncclSuccess;  // one stream: devRunP2p checked the group's
   DevState& d = *comm->dev;
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  if (!d.stager) d.stager.reset(new Stager(comm));
+  NCCLCHECK(startStager(comm));
   return d.stager->run(ops);
 }
 
@@ -640,7 +662,7 @@ ncclResult_t devRunStagedCall(ncclComm* comm, void* stream, const void* src, siz
                               const char* opName) {
   DevState& d = *comm->dev;
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  if (!d.stager) d.stager.reset(new Stager(comm));
+  NCCLCHECK(startStager(comm));
   return d.stager->run(static_cast<cudaStream_t>(stream), src, bytes, std::move(call), opName);
 }
 

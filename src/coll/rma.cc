@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -15,6 +16,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fork_safe.h"
+#include "core/threads.h"
 #include "device/dev_comm.h"
 #include "transport/fifo_sleep.h"
 
@@ -155,8 +157,10 @@ ncclResult_t Rma::connect() {
     sends_[peers[i]] = s[i];
     recvs_[peers[i]] = v[i];
   }
-  if (!peers.empty()) thread_ = std::thread([this] { receive(); });  // alone: puts to itself are copies
-  return ncclSuccess;
+  if (peers.empty()) return ncclSuccess;  // alone: puts to itself are copies
+  char what[96];
+  snprintf(what, sizeof(what), "rank %d's receiver of one-sided operations", comm_->rank);
+  return startThread(&thread_, [this] { receive(); }, what);
 }
 
 void Rma::stop() {

@@ -129,7 +129,11 @@ ncclResult_t groupEnd() {
     return error;
   }
   std::vector<std::function<ncclResult_t()>> inits;
-  for (auto& init : g.inits) inits.push_back(std::move(init.run));
+  std::vector<std::function<void(ncclResult_t)>> cancels;
+  for (auto& init : g.inits) {
+    inits.push_back(std::move(init.run));
+    if (init.cancel) cancels.push_back(std::move(init.cancel));
+  }
   auto commJobs = std::move(g.commJobs);
   std::vector<CollArgs> colls;
   colls.swap(g.colls);
@@ -144,7 +148,13 @@ ncclResult_t groupEnd() {
       if (tlsDepth == 0 && owner.colls.empty()) owner.colls.swap(list);
     }
   } recycle{colls, g};
-  if (!inits.empty()) NCCLCHECK(runConcurrently(inits));
+  if (!inits.empty()) {
+    bool ran = true;
+    const ncclResult_t r = runConcurrently(inits, &ran);
+    if (!ran)  // no thread to run them on: they fail as a failed group's inits do
+      for (auto& cancel : cancels) cancel(r);
+    NCCLCHECK(r);
+  }
   if (!commJobs.empty()) NCCLCHECK(runCommJobs(commJobs));
   if (!colls.empty() && colls.front().comm == colls.back().comm) {
     bool oneComm = true;
@@ -155,6 +165,7 @@ ncclResult_t groupEnd() {
   // A part that only queues kernels runs here; the others need a thread each,
   // since each may wait for peers that another part of this group serves.
   std::vector<std::function<ncclResult_t()>> jobs;
+  std::vector<ncclComm*> threaded;  // the communicators of `jobs`
   ncclResult_t first = ncclSuccess;
   for (const auto& [c, ops] : parts) {
     const auto use = CommUse::ifLive(c);  // devQueuesOnly reads it; runCommOps pins it again
@@ -164,12 +175,17 @@ ncclResult_t groupEnd() {
     }
     if (!devQueuesOnly(c, ops)) {
       jobs.push_back([c = c, &ops = ops] { return runCommOps(c, ops); });
+      threaded.push_back(c);
       continue;
     }
     ncclResult_t r = runCommOps(c, ops);
     if (first == ncclSuccess) first = r;
   }
-  ncclResult_t r = runConcurrently(jobs);
+  bool ran = true;
+  ncclResult_t r = runConcurrently(jobs, &ran);
+  if (!ran)  // this rank's part never ran: fail its communicators, so that their peers stop waiting for it
+    for (ncclComm* c : threaded)
+      if (const auto use = CommUse::ifLive(c)) commSetError(c, r);
   return first != ncclSuccess ? first : r;
 }
 

@@ -2,49 +2,70 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <cstdio>
 #include <thread>
+
+#include "core/check.h"
+#include "core/threads.h"
 
 namespace accl {
 namespace {
 
 class Pool {
  public:
-  // Runs `task` on a thread of the pool: an idle one, or a new one when every
-  // thread is busy (a task must never wait for a thread: it may be the one
-  // that the busy threads' tasks wait for).
-  void run(std::function<void()> task) {
+  struct Task {
+    std::function<void()> work;
+    std::function<void()> done;  // after the thread counts as idle again: a caller told so finds it idle
+  };
+
+  // Queues every task for a thread of the pool: idle ones, and new ones where
+  // too few are idle (a task must never wait for a thread: it may be the one
+  // that the busy threads' tasks wait for). Tasks may wait for each other, so
+  // all run or none does: when a thread cannot start (the process or user is
+  // at its thread limit), none is queued and the error is returned.
+  ncclResult_t runAll(std::vector<Task>& tasks) {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
-    if (waiting_ >= static_cast<int>(queue_.size())) {
-      cv_.notify_one();
-    } else {
-      std::thread([this] { serve(); }).detach();
+    const long spare = idle_ - static_cast<long>(queue_.size());
+    for (long k = std::max(0L, spare); k < static_cast<long>(tasks.size()); ++k) {
+      std::thread t;
+      char what[96];
+      snprintf(what, sizeof(what), "a thread for %zu jobs that must run at once (none of them ran)", tasks.size() + 1);
+      NCCLCHECK(startThread(&t, [this] { serve(); }, what));
+      t.detach();
+      ++idle_;  // from now on: it takes a task as soon as it has the lock
     }
+    for (auto& task : tasks) {
+      queue_.push_back(std::move(task));
+      cv_.notify_one();
+    }
+    return ncclSuccess;
   }
 
  private:
   void serve() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      ++waiting_;
       cv_.wait(lock, [this] { return !queue_.empty(); });
-      --waiting_;
-      std::function<void()> task = std::move(queue_.front());
+      Task task = std::move(queue_.front());
       queue_.pop_front();
+      --idle_;
       lock.unlock();
-      task();
+      task.work();
       lock.lock();
+      ++idle_;
+      if (task.done) task.done();
     }
   }
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // tasks no thread took yet
-  int waiting_ = 0;                          // threads waiting for a task
+  std::deque<Task> queue_;  // tasks no thread took yet
+  long idle_ = 0;           // threads not running a task (some may not have reached the wait yet)
 };
 
 // Never destroyed (threads may outlive static destructors). A forked child has
@@ -64,20 +85,28 @@ Pool& thePool() {
 
 }  // namespace
 
-ncclResult_t runConcurrently(const std::vector<std::function<ncclResult_t()>>& jobs) {
+ncclResult_t runConcurrently(const std::vector<std::function<ncclResult_t()>>& jobs, bool* ran) {
+  if (ran) *ran = true;
   if (jobs.empty()) return ncclSuccess;
   const size_t n = jobs.size();
   std::vector<ncclResult_t> results(n, ncclSuccess);
   std::mutex mu;
   std::condition_variable cv;
   size_t left = n - 1;
+  std::vector<Pool::Task> tasks;
   for (size_t i = 1; i < n; ++i) {
-    thePool().run([&, i] {
-      ncclResult_t r = jobs[i]();
-      std::lock_guard<std::mutex> lock(mu);
-      results[i] = r;
-      if (--left == 0) cv.notify_one();
-    });
+    tasks.push_back({[&, i] { results[i] = jobs[i](); },
+                     [&] {
+                       std::lock_guard<std::mutex> lock(mu);
+                       if (--left == 0) cv.notify_one();
+                     }});
+  }
+  if (!tasks.empty()) {
+    const ncclResult_t r = thePool().runAll(tasks);
+    if (r != ncclSuccess) {
+      if (ran) *ran = false;
+      return r;
+    }
   }
   results[0] = jobs[0]();
   {

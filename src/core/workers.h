@@ -13,6 +13,8 @@
 namespace accl {
 
 // Runs every job concurrently and returns the first error (in job order).
-ncclResult_t runConcurrently(const std::vector<std::function<ncclResult_t()>>& jobs);
+// Where the threads cannot be started, no job runs: ncclSystemError, a WARN,
+// and *ran (when given) false.
+ncclResult_t runConcurrently(const std::vector<std::function<ncclResult_t()>>& jobs, bool* ran = nullptr);
 
 }  // namespace accl

@@ -11,15 +11,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <system_error>
 #include <thread>
 
 #include "bootstrap/socket.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/threads.h"
 #include "transport/fifo_sleep.h"
 
 namespace accl {
@@ -68,19 +69,13 @@ class NetConnection : public Connection {
            isSend ? "to" : "from", peer, fifoBytes(comm_->slotBytes));
       return ncclSystemError;
     }
-    try {
-      proxy_ = std::thread(isSend ? &NetConnection::sendLoop : &NetConnection::recvLoop, this);
-    } catch (const std::system_error& e) {
-      WARN("rank %d: cannot start the proxy thread of a socket connection %s rank %d: %s (a thread per socket "
-           "connection and direction: see ulimit -u, or the cgroup's pids.max)", comm_->rank, isSend ? "to" : "from",
-           peer, e.what());
-      return ncclSystemError;
-    }
-    return ncclSuccess;
+    char what[128];
+    snprintf(what, sizeof(what), "rank %d's proxy thread of a socket connection %s rank %d (one per connection and "
+             "direction)", comm_->rank, isSend ? "to" : "from", peer);
+    return startThread(&proxy_, [this] { isSend ? sendLoop() : recvLoop(); }, what);
   }
   void abort(int failedRank) override {
-    fifo.ctrl->failedRank.store(failedRank);
-    fifo.ctrl->abort.store(1);
+    fifoAbort(fifo.ctrl, failedRank);
     wakeProxy();
     // A send proxy tells the peer why and closes; a receiver closes now, which the
     // peer's send proxy sees as a lost connection.
@@ -291,8 +286,7 @@ class NetConnection : public Connection {
          peer, comm_->peers[peer].hostname);
     // Named before the error spreads: the abort frames tell the other ranks
     // which rank failed (else they would name this one, which only noticed).
-    int unknown = -1;
-    comm_->failedRank.compare_exchange_strong(unknown, peer);
+    commNoteFailedRank(comm_, peer);
     commSetError(comm_, ncclRemoteError);
   }
 
@@ -367,8 +361,7 @@ class NetConnection : public Connection {
         int32_t cause = -1;
         Deadline dl(nullptr, 1);
         if (socketRecv(fd_, &cause, sizeof(cause), dl) != ncclSuccess) cause = -1;
-        fifo.ctrl->failedRank.store(cause >= 0 ? cause : peer);
-        fifo.ctrl->abort.store(1);
+        fifoAbort(fifo.ctrl, cause >= 0 ? cause : peer);
         return;
       }
       if (m == Moved::Failed) {

@@ -1,7 +1,10 @@
 """The library through its C ABI, from C programs built as a user would build them."""
 import os
 import re
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +105,30 @@ def test_several_ranks_in_one_process(c_program):
     print(p.stdout)
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"\d+ passed, 0 failed", p.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to run as nobody")
+def test_thread_limit_gives_errors_not_crashes(c_program, accl_paths):
+    """tests/c/thread_limit.c as user nobody (root's thread limit does not
+    bind), which lowers its RLIMIT_NPROC once 4 ranks are up: grouped calls
+    reuse the pool's idle threads; a group that needs more fails with
+    ncclSystemError before any of it runs (it crashed: part of it had been
+    queued on a stack frame the exception unwound); a non-blocking init runs
+    in its call. The binary and the library go to a directory nobody reads."""
+    d = Path(tempfile.mkdtemp(prefix="accl-nobody-"))
+    try:
+        d.chmod(0o755)
+        shutil.copy(c_program("thread_limit"), d / "thread_limit")
+        shutil.copy(accl_paths[0], d / "libnccl.so.2")
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(d / "thread_limit")],
+                           capture_output=True, text=True, timeout=120, cwd=d,
+                           env={**os.environ, "LD_LIBRARY_PATH": str(d), "NCCL_DEBUG": "WARN", "ACCL_MODE": "host"})
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    print(p.stdout)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert re.search(r"\d+ passed, 0 failed", p.stdout)
+    assert "cannot start a thread for 8 jobs that must run at once (none of them ran)" in p.stderr, p.stderr
 
 
 def test_shrink_and_revoke(c_program):

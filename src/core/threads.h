@@ -1,0 +1,17 @@
+// Starting a thread without an exception: std::thread throws std::system_error
+// where none can start (the process or its user at a thread limit: ulimit -u,
+// a cgroup's pids.max), and an exception must not cross the C ABI.
+#pragma once
+
+#include <functional>
+#include <thread>
+
+#include "nccl.h"
+
+namespace accl {
+
+// Starts *t running f(); else a WARN naming `what` (the reader wants to know
+// which rank or peer it would have served) and ncclSystemError.
+ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* what);
+
+}  // namespace accl
