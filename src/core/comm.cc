@@ -285,6 +285,23 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   return ncclSuccess;
 }
 
+std::vector<ConnPtr> commTakeConnections(ncclComm* comm) {
+  std::vector<ConnPtr> all;
+  {
+    std::lock_guard<std::recursive_mutex> lock(comm->connMu);
+    all.push_back(std::move(comm->ring.send));
+    all.push_back(std::move(comm->ring.recv));
+    for (auto& kv : comm->sendConns) all.push_back(std::move(kv.second));
+    for (auto& kv : comm->recvConns) all.push_back(std::move(kv.second));
+    comm->sendConns.clear();
+    comm->recvConns.clear();
+  }
+  // A walk's fn does not wait for anything commFree holds (aborts store and
+  // wake; drains come only from calls, which have left by now).
+  while (comm->connWalkers.load() > 0) usleep(50);
+  return all;
+}
+
 void commFree(ncclComm* comm) {
   unregisterComm(comm);
   if (comm->initThread.joinable()) comm->initThread.join();
@@ -299,19 +316,7 @@ void commFree(ncclComm* comm) {
   }
   devStop(comm);   // the proxy of staged device operations uses the connections
   rmaStop(comm);   // so does the receiver of one-sided operations
-  {
-    // Taken out under connMu, destroyed outside it: a connection's destructor
-    // joins its proxy thread, which may be waiting for connMu in commSetError.
-    ConnPtr ringSend, ringRecv;
-    decltype(comm->sendConns) sends, recvs;
-    {
-      std::lock_guard<std::recursive_mutex> lock(comm->connMu);
-      ringSend.swap(comm->ring.send);
-      ringRecv.swap(comm->ring.recv);
-      sends.swap(comm->sendConns);
-      recvs.swap(comm->recvConns);
-    }
-  }
+  commTakeConnections(comm).clear();  // destroyed here, outside connMu
   comm->dev.reset();  // after the device connectors, whose release waits for the kernels
   comm->hostDirect.reset();  // after the windows and the proxies, which may stop its slot (commSetError)
   for (Registration* r : comm->registrations) delete r;

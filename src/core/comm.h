@@ -143,6 +143,7 @@ struct ncclComm {
   // (any thread, e.g. a proxy or the one-sided receiver) walks them.
   std::map<std::pair<int, int>, accl::ConnPtr> sendConns, recvConns;
   std::recursive_mutex connMu;
+  std::atomic<int> connWalkers{0};  // forEachConnection walks under way (commTakeConnections waits them out)
   // The point-to-point connections (kTagP2p) by peer (nranks entries, made at
   // init), each set once its connection exists: what runP2p asks for on every
   // call, without connMu (the rank's thread and, between hosts with device
@@ -221,18 +222,25 @@ template <typename Fn>
 void forEachConnection(ncclComm* comm, Fn fn) {
   // The list is taken under connMu and walked without it: fn may wait (drain)
   // for a proxy thread that itself reports an error through commSetError.
-  // Connections are freed only by commFree, after the staging proxy and the
-  // one-sided receiver stopped.
+  // Connections are freed only by commFree (commTakeConnections), which waits
+  // for walks that took them to end: a proxy that fails while the others'
+  // connections are destroyed may still be walking them.
   std::vector<Connection*> all;
   {
     std::lock_guard<std::recursive_mutex> lock(comm->connMu);
+    comm->connWalkers.fetch_add(1);
     if (comm->ring.send) all.push_back(comm->ring.send.get());
     if (comm->ring.recv) all.push_back(comm->ring.recv.get());
     for (auto& kv : comm->sendConns) all.push_back(kv.second.get());
     for (auto& kv : comm->recvConns) all.push_back(kv.second.get());
   }
   for (Connection* c : all) fn(c);
+  comm->connWalkers.fetch_sub(1);
 }
+// Takes every connection out of the communicator (later walks find none) and
+// returns them once no walk that found them is still under way; their
+// destructors (which join proxy threads that may walk) run outside connMu.
+std::vector<ConnPtr> commTakeConnections(ncclComm* comm);
 // The cached connections to/from `peers` for `tag`, making those that are missing
 // (pairwise with each peer, which must ask for its side at the same time).
 ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -1277,6 +1278,40 @@ TEST(first_failure_cause_stays) {
   accl::fifoAbort(f.ctrl, 3);
   accl::fifoAbort(f.ctrl, -1);
   CHECK_EQ(f.ctrl->failedRank.load(), 2);
+}
+
+// A walk over a communicator's connections (commSetError from a proxy that
+// failed) may still be under way when commFree takes the connections out to
+// destroy them: the destruction must wait for it, not free what it walks.
+TEST(connections_outlive_the_walks_that_found_them) {
+  struct Fake : accl::Connection {
+    std::atomic<bool>* gone;
+    explicit Fake(std::atomic<bool>* g) : gone(g) {}
+    void abort(int) override {}
+    ~Fake() override { gone->store(true); }
+  };
+  std::atomic<bool> gone[2] = {{false}, {false}};
+  ncclComm comm;
+  comm.sendConns[{1, 0}] = std::make_unique<Fake>(&gone[0]);
+  comm.recvConns[{1, 0}] = std::make_unique<Fake>(&gone[1]);
+  std::map<accl::Connection*, int> which;
+  which[comm.sendConns.begin()->second.get()] = 0;
+  which[comm.recvConns.begin()->second.get()] = 1;
+  std::atomic<bool> walking{false};
+  std::atomic<int> sawGone{0};
+  std::thread walker([&] {
+    accl::forEachConnection(&comm, [&](accl::Connection* c) {
+      walking.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      if (gone[which[c]].load()) sawGone.fetch_add(1);  // by its own flag: the object itself may be freed
+    });
+  });
+  while (!walking.load()) std::this_thread::yield();
+  accl::commTakeConnections(&comm).clear();
+  walker.join();
+  CHECK_EQ(sawGone.load(), 0);
+  CHECK(gone[0].load() && gone[1].load());
+  CHECK(comm.sendConns.empty() && comm.recvConns.empty());
 }
 
 }  // namespace
