@@ -9,6 +9,7 @@
 #include "coll/host_direct_state.h"
 #include "core/comm.h"
 #include "core/debug.h"
+#include "core/peer_life.h"
 #include "core/wait.h"
 
 namespace accl {
@@ -47,9 +48,12 @@ inline ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const
              comm->name.c_str(), comm->rank, static_cast<long long>(deadline->seconds()), k, stage);
         return ncclTimeout;
       }
-      if (b.napping() && !processAlive(localPid(comm, k))) {
+      // A rank that got here, finished and left since the look above is not gone.
+      const char* gone = b.napping() ? peerGone(comm, k) : nullptr;
+      if (gone && !ready(d.slots[k])) {
         commNoteFailedRank(comm, k);
-        WARN("%s (%s, rank %d): rank %d's process has died", op, comm->name.c_str(), comm->rank, k);
+        WARN("%s (%s, rank %d): waiting for rank %d %s the direct collective: %s", op, comm->name.c_str(), comm->rank,
+             k, stage, gone);
         return ncclRemoteError;
       }
     }

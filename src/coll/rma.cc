@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fork_safe.h"
+#include "core/peer_life.h"
 #include "core/threads.h"
 #include "device/dev_comm.h"
 #include "transport/fifo_sleep.h"
@@ -275,7 +276,7 @@ void Rma::receive() {
       for (Connection* c : recvs_) {
         if (!c || left_[c->peer].load()) continue;
         const FifoCtrl* ctrl = c->fifo.ctrl;
-        const bool gone = ctrl->peerGone.load() || (c->peerPid > 0 && !processAlive(c->peerPid));
+        const bool gone = ctrl->peerGone.load() || peerGone(comm_, c->peer);
         if (gone && !ctrl->abort.load() && !devWaiting && !in[c->peer].inHeader && !steps.recvReady(c)) {
           std::lock_guard<std::mutex> lock(sigMu_);
           left_[c->peer].store(true);
@@ -283,9 +284,12 @@ void Rma::receive() {
           continue;
         }
         ncclResult_t r = probe.check(c);
-        if (r == ncclSuccess && c->peerPid > 0 && !processAlive(c->peerPid)) {
+        const char* why = r == ncclSuccess ? peerGone(comm_, c->peer) : nullptr;
+        if (why) {
           commNoteFailedRank(comm_, c->peer);
-          r = probe.fail(c, ncclRemoteError, "failed: the peer process has died");
+          char what[160];
+          snprintf(what, sizeof(what), "failed: %s", why);
+          r = probe.fail(c, ncclRemoteError, what);
         }
         if (r != ncclSuccess) return failed();  // reported: the communicator is failed
       }

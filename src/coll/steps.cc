@@ -1,6 +1,5 @@
 #include "coll/steps.h"
 
-#include <poll.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/peer_life.h"
 #include "transport/fifo_sleep.h"
 
 namespace accl {
@@ -106,13 +106,6 @@ ncclResult_t Steps::fail(Connection* c, ncclResult_t err, const char* why) {
   return err;
 }
 
-// Whether the peer's end of a kept set-up socket (Connection::liveFd) closed.
-// Nothing is sent on it after set-up, so anything readable is the end.
-static bool peerClosed(int fd) {
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
 ncclResult_t Steps::checkAbort() const {
   return comm_->abortFlag.load(std::memory_order_relaxed) ? commAbortedResult(comm_, op_) : ncclSuccess;
 }
@@ -146,17 +139,13 @@ ncclResult_t Steps::check(Connection* c) {
     deadline_.emplace(&comm_->abortFlag);
     lastPeerCheck_ = now;
   }
-  if ((c->peerPid > 0 || c->liveFd >= 0) && now - lastPeerCheck_ >= static_cast<uint64_t>(paramInt(Param::PeerCheckMs))) {
+  if (now - lastPeerCheck_ >= static_cast<uint64_t>(paramInt(Param::PeerCheckMs))) {
     lastPeerCheck_ = now;
-    if (c->peerPid > 0 && !processAlive(c->peerPid)) {
+    if (const char* gone = peerGone(comm_, c->peer)) {  // by pid, or by its lock in another PID namespace
       commNoteFailedRank(comm_, c->peer);
-      return fail(c, ncclRemoteError, "failed: the peer process has died");
-    }
-    if (c->liveFd >= 0 && peerClosed(c->liveFd)) {
-      commNoteFailedRank(comm_, c->peer);
-      return fail(c, ncclRemoteError,
-                  "failed: the peer (in another PID namespace) closed its connection: its process exited or its "
-                  "communicator is gone");
+      char why[160];
+      snprintf(why, sizeof(why), "failed: %s", gone);
+      return fail(c, ncclRemoteError, why);
     }
   }
   if (deadline_->expired()) return fail(c, ncclTimeout, "timed out (ACCL_TIMEOUT)");

@@ -20,6 +20,7 @@
 #include "coll/host_direct.h"
 #include "core/check.h"
 #include "core/mode.h"
+#include "core/peer_life.h"
 
 namespace accl {
 namespace {
@@ -265,6 +266,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   for (const PeerInfo& p : comm->peers) hosts.insert(p.hostHash);
   comm->nhosts = static_cast<int>(hosts.size());
 
+  NCCLCHECK(peerLifeSetup(comm));
   Ring& ring = comm->ring;
   ring.order.resize(nranks);
   for (int i = 0; i < nranks; ++i) ring.order[i] = i;
@@ -320,6 +322,7 @@ void commFree(ncclComm* comm) {
   comm->dev.reset();  // after the device connectors, whose release waits for the kernels
   comm->hostDirect.reset();  // after the windows and the proxies, which may stop its slot (commSetError)
   for (Registration* r : comm->registrations) delete r;
+  peerLifeRelease(comm);  // last: its watchers see it gone from here on
   comm->magic = kCommDeadMagic;
   delete comm;
 }

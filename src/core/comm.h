@@ -164,6 +164,10 @@ struct ncclComm {
   // This rank's "stopped" word in the host direct collectives' slots
   // (coll/host_direct.h), once they exist: abort and errors raise it from any thread.
   std::atomic<std::atomic<int32_t>*> directStopWord{nullptr};
+  // Ranks of this host in other PID namespaces (core/peer_life.h): the lock
+  // this rank holds while it lives, and the peers' files, by rank (-1: not watched).
+  int lifeOwnFd = -1;
+  std::vector<int> lifeFds;
   accl::HostDirectPtr hostDirect;  // host mode, every rank on one host: the direct collectives' slots (after directStopWord, which its destructor clears)
 };
 

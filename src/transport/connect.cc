@@ -76,7 +76,6 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
     if (kind == 'S' || kind == 'I') {
       NCCLCHECK(kind == 'S' ? shmOpenSend(comm, peer, tag, &(*sends)[i]) : ipcOpenSend(comm, peer, tag, &(*sends)[i]));
       NCCLCHECK(socketSend(fd, &kind, 1, dl));
-      if (kind == 'S' && localPid(comm, peer) == 0) (*sends)[i]->liveFd = sendFds[i].release();
     } else if (kind == 'N') {
       NCCLCHECK(netFromSocket(comm, sendFds[i].release(), true, peer, &(*sends)[i]));
     } else {
@@ -90,7 +89,6 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
     *at = {recvFrom[i], "reading its acknowledgement"};
     NCCLCHECK(socketRecv(recvFds[i].get(), &ack, 1, dl));
     shmUnlinkRecv((*recvs)[i].get());
-    if (ack == 'S' && localPid(comm, recvFrom[i]) == 0) (*recvs)[i]->liveFd = recvFds[i].release();
   }
   for (auto& s : *sends) INFO(kInit, "rank %d -> rank %d via %s (tag %d)", comm->rank, s->peer, s->kind, tag);
   return ncclSuccess;

@@ -21,7 +21,7 @@ namespace accl {
 
 class Connection {
  public:
-  virtual ~Connection() { if (liveFd >= 0) close(liveFd); }
+  virtual ~Connection() = default;
   // Stop waiting and tell the peer (set the FIFO's abort flag, close the socket).
   // failedRank: the rank whose failure caused this (-1 unknown), passed on to the peer.
   virtual void abort(int failedRank) = 0;
@@ -50,10 +50,6 @@ class Connection {
   bool isSend = false;
   int peer = -1;
   pid_t peerPid = 0;          // checked for liveness while waiting (same host and PID namespace), 0 = not checked
-  // A shm peer in another PID namespace (no pid to check): the connection's
-  // set-up socket, kept open. The peer's end closes when its process exits or
-  // its communicator goes, which a wait sees (peerClosed). -1: none.
-  int liveFd = -1;
   const char* kind = "?";     // "shm" or "net", for messages
   uint64_t step = 0;          // local counter: tail for a sender, head for a receiver
   uint64_t seenHead = 0;      // a sender's last read of the FIFO's head (coll/steps.h)

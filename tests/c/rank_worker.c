@@ -3,10 +3,13 @@
  * Runs ITERS float allreduces of COUNT elements, checking each, and prints
  * "rank R: calling K" before each call and "rank R: iter K" after it, so that a
  * test can act mid-run. On failure prints
- * "rank R: FAILED code=C <last warning>" and exits with 10 + C. */
+ * "rank R: FAILED code=C <last warning>" and exits with 10 + C. With
+ * RANK_WORKER_FORK_CHILD set, it forks a child after init that holds every
+ * descriptor it inherited and sleeps 60 s. */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int main(int argc, char** argv) {
   if (argc < 5) { fprintf(stderr, "usage: rank_worker RANK NRANKS COUNT ITERS\n"); return 2; }
@@ -22,6 +25,10 @@ int main(int argc, char** argv) {
   }
   printf("rank %d: ready\n", rank);
   fflush(stdout);
+  if (getenv("RANK_WORKER_FORK_CHILD") && fork() == 0) {
+    sleep(60);
+    _exit(0);
+  }
   for (int it = 0; it < iters; ++it) {
     for (i = 0; i < count; ++i) buf[i] = (float)(rank + (int)(i % 17));
     printf("rank %d: calling %d\n", rank, it);

@@ -2,6 +2,7 @@
 another PID namespace (its pids name other processes here, or none) and a
 private /dev/shm (no shared segments: another host). Needs root (unshare)."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,14 +49,15 @@ def _start(cmd, log, **kw):
     return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, **kw)
 
 
-def _run_pair(exe, tmp_path, wrap, count, iters, env, pause=None):
+def _run_pair(exe, tmp_path, wrap, count, iters, env, pause=None, then="exit $?"):
     """Rank 0 as it is, rank 1 inside `wrap` (unshare's flags, and a shell
-    command run first); both run `iters` allreduces of `count` floats.
-    `pause(procs)`: called once both ranks iterate. Returns both exit codes and logs."""
+    command run first, `then` after it); both run `iters` allreduces of
+    `count` floats. `pause(procs)`: called once both ranks iterate. Returns
+    both exit codes and logs."""
     logs = [tmp_path / f"rank{r}.log" for r in range(2)]
     args = lambda r: [str(exe), str(r), "2", str(count), str(iters)]
     procs = [_start(args(0), logs[0], env=env),
-             _start(["unshare", *wrap[0], "sh", "-c", wrap[1] + ' && "$0" "$@"; exit $?', *args(1)], logs[1], env=env)]
+             _start(["unshare", *wrap[0], "sh", "-c", wrap[1] + f' && "$0" "$@"; {then}', *args(1)], logs[1], env=env)]
     try:
         if pause:
             end = time.time() + 60
@@ -70,6 +72,20 @@ def _run_pair(exe, tmp_path, wrap, count, iters, env, pause=None):
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
     return codes, [l.read_text() for l in logs]
+
+
+def _rank_worker_pids(rank):
+    """{pid: parent pid} of the rank_worker processes of `rank`, as this namespace sees them."""
+    found = {}
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
+            status = open(f"/proc/{p}/status").read()
+        except OSError:
+            continue
+        if len(argv) > 1 and os.path.basename(argv[0]).startswith(b"rank_worker") and argv[1] == str(rank).encode():
+            found[int(p)] = int(re.search(r"PPid:\s+(\d+)", status).group(1))
+    return found
 
 
 def _stop_a_while(procs):
@@ -108,9 +124,13 @@ def test_rank_with_a_private_dev_shm_is_another_host(mount_ns, c_program, comm_i
 
 
 @pytest.mark.timeout(120)
-def test_killed_rank_in_another_pid_namespace_is_found(pid_ns, c_program, comm_id, tmp_path):
-    # No pid to check: the connection's kept set-up socket closes when rank 1
-    # dies, and rank 0 fails within seconds (not at ACCL_TIMEOUT), naming it.
+@pytest.mark.parametrize("count", [1 << 20, 1000], ids=["ring", "inline"])
+def test_killed_rank_in_another_pid_namespace_is_found(pid_ns, c_program, comm_id, tmp_path, count):
+    # No pid to check: the record lock rank 1 holds on a file in /dev/shm
+    # (core/peer_life.h) goes when it dies, and rank 0 fails within seconds
+    # (not at ACCL_TIMEOUT), naming it, waiting on the ring's shm connection or
+    # in an inline direct call (which has no connection; it waited out
+    # ACCL_TIMEOUT before the locks).
     pid = _free_pid()
     env = {**os.environ, "NCCL_COMM_ID": comm_id, "ACCL_TIMEOUT": "60", "NCCL_DEBUG": "WARN"}
     wrap = (PID_NS, f"echo {pid} > /proc/sys/kernel/ns_last_pid")
@@ -120,7 +140,39 @@ def test_killed_rank_in_another_pid_namespace_is_found(pid_ns, c_program, comm_i
         os.killpg(procs[1].pid, signal.SIGKILL)
         t0.append(time.time())
 
-    codes, logs = _run_pair(c_program("rank_worker"), tmp_path, wrap, 1 << 20, 100000, env, pause=kill)
+    codes, logs = _run_pair(c_program("rank_worker"), tmp_path, wrap, count, 10 ** 7, env, pause=kill)
     assert codes[0] == 10 + 6, logs[0]  # ncclRemoteError
     assert time.time() - t0[0] < 15, logs[0]
-    assert "rank 1" in logs[0] and "closed its connection" in logs[0], logs[0]
+    assert "rank 1" in logs[0] and "(in another PID namespace) is gone" in logs[0], logs[0]
+
+
+@pytest.mark.timeout(120)
+def test_killed_rank_whose_forked_child_lives_is_found(pid_ns, c_program, comm_id, tmp_path):
+    # Rank 1 forked a child after init that holds every descriptor it had
+    # (sockets, shm): only rank 1 is killed, its namespace and child live on.
+    # The child does not hold rank 1's record lock, so rank 0 still fails
+    # within seconds (a kept socket would have stayed open in the child).
+    pid = _free_pid()
+    env = {**os.environ, "NCCL_COMM_ID": comm_id, "ACCL_TIMEOUT": "60", "NCCL_DEBUG": "WARN",
+           "RANK_WORKER_FORK_CHILD": "1"}
+    wrap = (PID_NS, f"echo {pid} > /proc/sys/kernel/ns_last_pid")
+    took = []
+
+    def kill_the_parent(procs):
+        pids = _rank_worker_pids(1)
+        parents = [p for p, pp in pids.items() if pp not in pids]
+        assert len(pids) == 2 and len(parents) == 1, pids
+        os.kill(parents[0], signal.SIGKILL)
+        t0 = time.time()
+        try:
+            procs[0].wait(timeout=20)  # the child and the namespace's shell live 30 s more
+        except subprocess.TimeoutExpired:
+            pass
+        took.append(time.time() - t0)
+        os.killpg(procs[1].pid, signal.SIGKILL)
+
+    codes, logs = _run_pair(c_program("rank_worker"), tmp_path, wrap, 1 << 20, 10 ** 7, env, pause=kill_the_parent,
+                            then="sleep 30")
+    assert codes[0] == 10 + 6, logs[0]  # ncclRemoteError
+    assert took[0] < 15, logs[0]
+    assert "rank 1" in logs[0] and "(in another PID namespace) is gone" in logs[0], logs[0]

@@ -1,0 +1,106 @@
+#include "core/peer_life.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "bootstrap/bootstrap.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/debug.h"
+
+namespace accl {
+namespace {
+
+// Rank k of this host lives in another PID namespace than this rank.
+bool watched(const ncclComm* comm, int k) {
+  const PeerInfo &p = comm->peers[k], &me = comm->peers[comm->rank];
+  return k != comm->rank && p.hostHash == me.hostHash && p.pidNs != me.pidNs;
+}
+
+std::string lifeName(const ncclComm* comm, int rank) {
+  char name[96];
+  snprintf(name, sizeof(name), "/accl-%016llx-life-%d", static_cast<unsigned long long>(comm->commHash), rank);
+  return name;
+}
+
+flock wholeFirstByte(short type) {
+  flock l{};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 1;
+  return l;
+}
+
+}  // namespace
+
+ncclResult_t peerLifeSetup(ncclComm* comm) {
+  // Every rank decides alike whether the barriers run: some host holds two PID namespaces.
+  std::map<uint64_t, uint64_t> nsOfHost;
+  bool any = false;
+  for (const PeerInfo& p : comm->peers) {
+    auto [it, added] = nsOfHost.emplace(p.hostHash, p.pidNs);
+    any = any || (!added && it->second != p.pidNs);
+  }
+  if (!any) return ncclSuccess;
+  bool watchedByAny = false;
+  for (int k = 0; k < comm->nranks; ++k) watchedByAny = watchedByAny || watched(comm, k);
+  const std::string own = lifeName(comm, comm->rank);
+  if (watchedByAny) {  // the watching is mutual: whom this rank watches watch it
+    int fd = shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    flock l = wholeFirstByte(F_WRLCK);
+    if (fd < 0 || fcntl(fd, F_SETLK, &l) != 0) {
+      WARN("rank %d: cannot make its liveness lock %s for ranks in other PID namespaces: %s", comm->rank, own.c_str(),
+           strerror(errno));
+      if (fd >= 0) close(fd);
+      shm_unlink(own.c_str());
+      return ncclSystemError;
+    }
+    comm->lifeOwnFd = fd;
+  }
+  NCCLCHECK(comm->bootstrap->barrier());  // every lock is taken
+  comm->lifeFds.assign(comm->nranks, -1);
+  ncclResult_t r = ncclSuccess;
+  for (int k = 0; k < comm->nranks && r == ncclSuccess; ++k) {
+    if (!watched(comm, k)) continue;
+    const std::string name = lifeName(comm, k);
+    comm->lifeFds[k] = shm_open(name.c_str(), O_RDWR, 0600);
+    if (comm->lifeFds[k] < 0) {
+      WARN("rank %d: cannot open rank %d's liveness lock %s (rank %d is in another PID namespace of this host): %s",
+           comm->rank, k, name.c_str(), k, strerror(errno));
+      r = ncclSystemError;
+    }
+  }
+  ncclResult_t b = comm->bootstrap->barrier();  // every watcher has the files open
+  if (comm->lifeOwnFd >= 0) shm_unlink(own.c_str());
+  NCCLCHECK(r);
+  NCCLCHECK(b);
+  INFO(kInit, "%s rank %d: ranks of this host in other PID namespaces are watched through record locks",
+       comm->name.c_str(), comm->rank);
+  return ncclSuccess;
+}
+
+void peerLifeRelease(ncclComm* comm) {
+  for (int& fd : comm->lifeFds)
+    if (fd >= 0) close(fd);
+  comm->lifeFds.clear();
+  if (comm->lifeOwnFd >= 0) close(comm->lifeOwnFd);  // drops the lock
+  comm->lifeOwnFd = -1;
+}
+
+const char* peerGone(const ncclComm* comm, int k) {
+  const pid_t pid = localPid(comm, k);
+  if (pid > 0) return processAlive(pid) ? nullptr : "the peer process has died";
+  if (static_cast<size_t>(k) >= comm->lifeFds.size() || comm->lifeFds[k] < 0) return nullptr;
+  flock l = wholeFirstByte(F_WRLCK);
+  if (fcntl(comm->lifeFds[k], F_GETLK, &l) != 0 || l.l_type != F_UNLCK) return nullptr;
+  return "the peer (in another PID namespace) is gone: its process exited or its communicator was destroyed";
+}
+
+}  // namespace accl
