@@ -126,10 +126,13 @@ ncclResult_t acclStartInit(ncclComm* comm, std::function<ncclResult_t()> job, nc
         parent, comm, "the init of a communicator in a group");
   }
   if (!owned) {
-    if (accl::startThread(&comm->initThread, run, "the thread of a non-blocking init (it runs in this call instead)") ==
-        ncclSuccess)
-      return ncclInProgress;
-    return run();  // its error, if any, is the communicator's too, as the thread's would be
+    // Where its thread cannot start, the init fails as one whose thread
+    // failed: ncclCommGetAsyncError says so, and the caller aborts or destroys
+    // it. Not run here instead: this thread may be about to start the other
+    // ranks it waits for.
+    if (accl::startThread(&comm->initThread, run, "the thread of a non-blocking init (the init fails)") != ncclSuccess)
+      finishInit(comm, ncclSystemError);
+    return ncclInProgress;
   }
   const int rank = comm->rank;
   ncclResult_t r = run();

@@ -643,7 +643,10 @@ ncclResult_t startStager(ncclComm* comm) {
   DevState& d = *comm->dev;
   if (d.stager) return ncclSuccess;
   std::unique_ptr<Stager> s(new Stager(comm));
-  NCCLCHECK(s->start());
+  if (const ncclResult_t r = s->start(); r != ncclSuccess) {
+    commSetError(comm, r);  // its peers would wait for this call's part
+    return r;
+  }
   d.stager.reset(s.release());
   return ncclSuccess;
 }

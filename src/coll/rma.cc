@@ -161,7 +161,9 @@ ncclResult_t Rma::connect() {
   if (peers.empty()) return ncclSuccess;  // alone: puts to itself are copies
   char what[96];
   snprintf(what, sizeof(what), "rank %d's receiver of one-sided operations", comm_->rank);
-  return startThread(&thread_, [this] { receive(); }, what);
+  const ncclResult_t r = startThread(&thread_, [this] { receive(); }, what);
+  if (r != ncclSuccess) commSetError(comm_, r);  // its peers connected and would wait for it
+  return r;
 }
 
 void Rma::stop() {

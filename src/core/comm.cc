@@ -299,8 +299,16 @@ std::vector<ConnPtr> commTakeConnections(ncclComm* comm) {
     comm->recvConns.clear();
   }
   // A walk's fn does not wait for anything commFree holds (aborts store and
-  // wake; drains come only from calls, which have left by now).
-  while (comm->connWalkers.load() > 0) usleep(50);
+  // wake; drains come only from calls, which have left by now). Bounded all
+  // the same: better a leak than a destroy that never returns.
+  const auto by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (comm->connWalkers.load() > 0 && std::chrono::steady_clock::now() < by) usleep(50);
+  if (comm->connWalkers.load() > 0) {
+    WARN("%s (rank %d): a walk over its connections is still under way 10 s after they were taken out: they are "
+         "left allocated rather than freed under it", comm->name.c_str(), comm->rank);
+    for (ConnPtr& c : all) (void)c.release();
+    all.clear();
+  }
   return all;
 }
 

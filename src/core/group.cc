@@ -72,7 +72,12 @@ ncclResult_t runCommJobs(const std::vector<std::pair<ncclComm*, std::function<nc
       return ncclSuccess;
     });
   }
-  return runConcurrently(perComm);
+  bool ran = true;
+  const ncclResult_t r = runConcurrently(perComm, &ran);
+  if (!ran)  // none ran: fail the communicators, so that their peers stop waiting in the registrations
+    for (const auto& part : parts)
+      if (const auto use = CommUse::ifLive(part.first)) commSetError(part.first, r);
+  return r;
 }
 
 // One communicator's part of a group: collectives in order, then the p2p batch.

@@ -107,23 +107,36 @@ def test_several_ranks_in_one_process(c_program):
     assert re.search(r"\d+ passed, 0 failed", p.stdout)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to run as nobody")
+def _unused_uid():
+    """A uid no process runs as: RLIMIT_NPROC counts every thread of the user."""
+    used = set()
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            used.add(int(re.search(r"^Uid:\s+(\d+)", open(f"/proc/{p}/status").read(), re.M).group(1)))
+        except (OSError, AttributeError):
+            pass
+    return next(u for u in [65534, *range(61000, 62000)] if u not in used)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to switch users")
 def test_thread_limit_gives_errors_not_crashes(c_program, accl_paths):
-    """tests/c/thread_limit.c as user nobody (root's thread limit does not
-    bind), which lowers its RLIMIT_NPROC once 4 ranks are up: grouped calls
-    reuse the pool's idle threads; a group that needs more fails with
-    ncclSystemError before any of it runs (it crashed: part of it had been
-    queued on a stack frame the exception unwound); a non-blocking init runs
-    in its call. The binary and the library go to a directory nobody reads."""
-    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    if subprocess.run(nobody + ["true"], capture_output=True).returncode != 0:
-        pytest.skip("setpriv cannot switch to uid 65534 here")
-    d = Path(tempfile.mkdtemp(prefix="accl-nobody-"))
+    """tests/c/thread_limit.c as a user no other process runs as (root's
+    thread limit does not bind), which lowers its RLIMIT_NPROC once 4 ranks
+    are up: grouped calls reuse the pool's idle threads; a group that needs
+    more fails with ncclSystemError before any of it runs (it crashed: part of
+    it had been queued on a stack frame the exception unwound); a non-blocking
+    init whose thread cannot start fails through its async error. The binary
+    and the library go to a directory that user reads."""
+    uid = _unused_uid()
+    user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    if subprocess.run(user + ["true"], capture_output=True).returncode != 0:
+        pytest.skip(f"setpriv cannot switch to uid {uid} here")
+    d = Path(tempfile.mkdtemp(prefix="accl-uid-", dir="/tmp"))
     try:
         d.chmod(0o755)
         shutil.copy(c_program("thread_limit"), d / "thread_limit")
         shutil.copy(accl_paths[0], d / "libnccl.so.2")
-        p = subprocess.run(nobody + [str(d / "thread_limit")],
+        p = subprocess.run(user + [str(d / "thread_limit")],
                            capture_output=True, text=True, timeout=120, cwd=d,
                            env={**os.environ, "LD_LIBRARY_PATH": str(d), "NCCL_DEBUG": "WARN", "ACCL_MODE": "host"})
     finally:
