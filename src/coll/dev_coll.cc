@@ -15,11 +15,14 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/mode.h"
+#include "core/peer_life.h"
+#include "core/wait.h"
 
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -198,6 +201,8 @@ ncclResult_t devSetup(ncclComm* comm) {
             comm);
   d->status = static_cast<DevStatus*>(status);
   memset(status, 0, sizeof(DevStatus));
+  d->peersGone.assign(comm->nranks, nullptr);
+  d->peerCheckMs = static_cast<uint64_t>(std::max<int64_t>(1, paramInt(Param::PeerCheckMs)));  // read once: every call looks
   void* dev = nullptr;
   CUDACHECK(cudaHostGetDevicePointer(&dev, status, 0), "cudaHostGetDevicePointer", comm);
   d->statusDev = static_cast<DevStatus*>(dev);
@@ -236,7 +241,42 @@ bool devBuffer(const void* p) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+namespace {
+
+// Ranks of this host in other processes, every ACCL_PEER_CHECK_MS at most: a
+// kernel waiting on one that died would wait out ACCL_TIMEOUT. A gone rank's
+// connectors are aborted, naming it: a kernel waiting on them stops (and
+// aborts its own connectors, so the ranks waiting on it stop too), while one
+// that got what it needed first never looks, and neither does an idle rank
+// whose peer finished and left. So this is no error by itself: only a wait
+// that still needs the rank fails. Run where the application polls
+// (ncclCommGetAsyncError, as torch's watchdog does; every call) and while
+// the host waits for the stream (devWait).
+void watchPeers(ncclComm* comm) {
+  DevState& d = *comm->dev;
+  const uint64_t now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 std::chrono::steady_clock::now().time_since_epoch()).count());
+  uint64_t last = d.lastPeerCheckMs.load(std::memory_order_relaxed);
+  if (now - last < d.peerCheckMs ||
+      !d.lastPeerCheckMs.compare_exchange_strong(last, now))
+    return;  // another thread looks now
+  for (int k = 0; k < comm->nranks; ++k) {
+    if (k == comm->rank || d.peersGone[k]) continue;
+    const char* why = peerGone(comm, k);
+    if (!why) continue;
+    d.peersGone[k] = why;
+    INFO(kInit, "%s rank %d: rank %d is gone (%s): its connectors are aborted, so that kernels waiting on it stop",
+         comm->name.c_str(), comm->rank, k, why);
+    forEachConnection(comm, [k](Connection* c) {
+      if (c->peer == k) c->abort(k);
+    });
+  }
+}
+
+}  // namespace
+
 ncclResult_t devCheck(ncclComm* comm) {
+  if (comm->dev && comm->dev->status && comm->dev->status->reason == kDevOk) watchPeers(comm);
   if (comm->dev && comm->dev->status && comm->dev->status->reason != kDevOk && !comm->dev->reported) {
     DevState& d = *comm->dev;
     d.reported = true;
@@ -288,7 +328,10 @@ ncclResult_t devCheck(ncclComm* comm) {
              comm->name.c_str(), comm->rank, comm->cudaDev, s.peer, s.isSend ? "receive" : "send");
         break;
       default:
-        if (s.failedRank >= 0 && s.failedRank != s.peer && s.failedRank != comm->rank)
+        if (s.failedRank >= 0 && s.failedRank < comm->nranks && d.peersGone[s.failedRank])  // watchPeers found it
+          WARN("%s (rank %d, device %d): a kernel stopped %s rank %d: rank %d is gone (%s)", comm->name.c_str(),
+               comm->rank, comm->cudaDev, dir, s.peer, s.failedRank, d.peersGone[s.failedRank]);
+        else if (s.failedRank >= 0 && s.failedRank != s.peer && s.failedRank != comm->rank)
           WARN("%s (rank %d, device %d): a kernel stopped %s rank %d: the peer stopped because rank %d failed",
                comm->name.c_str(), comm->rank, comm->cudaDev, dir, s.peer, s.failedRank);
         else
@@ -305,7 +348,17 @@ ncclResult_t devCheck(ncclComm* comm) {
 ncclResult_t devWait(ncclComm* comm) {
   if (!comm->dev) return ncclSuccess;
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  if (comm->dev->haveLast) CUDACHECK(cudaEventSynchronize(comm->dev->lastEvent), "cudaEventSynchronize", comm);
+  if (comm->dev->haveLast) {
+    // Polled, not cudaEventSynchronize: a kernel waiting on a dead rank
+    // stops once watchPeers (in devCheck) finds it gone.
+    Backoff b;
+    cudaError_t e;
+    while ((e = cudaEventQuery(comm->dev->lastEvent)) == cudaErrorNotReady) {
+      if (b.checkNow()) (void)devCheck(comm);
+      b.pause();
+    }
+    CUDACHECK(e, "cudaEventQuery", comm);
+  }
   ncclResult_t r = devCheck(comm);
   return r == ncclInProgress ? ncclSuccess : r;
 }

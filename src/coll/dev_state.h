@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct DevState {
   cudaStream_t lastStream = nullptr;
   bool haveLast = false;
   bool reported = false;
+  // watchPeers (coll/dev_coll.cc): when it last looked, and why each rank
+  // found gone is (peerGone's words; nullptr: not found gone).
+  std::atomic<uint64_t> lastPeerCheckMs{0};
+  uint64_t peerCheckMs = 100;  // ACCL_PEER_CHECK_MS
+  std::vector<const char*> peersGone;
   Connection* ringSend = nullptr;
   Connection* ringRecv = nullptr;
   // All ranks on this GPU: the blocks each rank's direct collectives may run

@@ -243,6 +243,42 @@ def dead(rank, nranks, uid):
         check(lib.ncclCommAbort(comm), "ncclCommAbort")
 
 
+def dead_in_collective(rank, nranks, uid):
+    """Rank 1 exits without destroying its communicator after an allreduce;
+    rank 0's next allreduce waits for it in a kernel. Polling
+    ncclCommGetAsyncError, as torch's watchdog does, finds rank 1 gone: the
+    kernel stops and the error (ncclRemoteError) names rank 1 within seconds,
+    not at ACCL_TIMEOUT."""
+    comm = init(rank, nranks, uid)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        x = cp.ones(1 << 20, cp.float32)
+    s.synchronize()
+    check(lib.ncclAllReduce(P(x.data.ptr), P(x.data.ptr), x.size, FLOAT32, 0, comm, P(s.ptr)), "ncclAllReduce")
+    s.synchronize()
+    assert float(x[0]) == nranks and float(x[-1]) == nranks
+    if rank == 1:
+        print("OK", flush=True)
+        os._exit(0)
+    time.sleep(1.0)  # rank 1 has exited
+    check(lib.ncclAllReduce(P(x.data.ptr), P(x.data.ptr), x.size, FLOAT32, 0, comm, P(s.ptr)), "ncclAllReduce")
+    t0 = time.monotonic()
+    err = I()
+    while True:
+        check(lib.ncclCommGetAsyncError(comm, ctypes.byref(err)), "ncclCommGetAsyncError")
+        if err.value not in (0, 7):  # ncclSuccess, ncclInProgress
+            break
+        assert time.monotonic() - t0 < 30, "no error 30 s after rank 1 died"
+        time.sleep(0.05)
+    assert err.value == 6, err.value  # ncclRemoteError
+    assert "rank 1" in lib.ncclGetLastError(None).decode()
+    s.synchronize()  # the kernel left
+    check(lib.ncclCommAbort(comm), "ncclCommAbort")
+    with s:
+        assert int((cp.arange(10) + 1).sum()) == 55  # the GPU still runs work
+    print("OK", flush=True)
+
+
 def mixed(rank, nranks, uid):
     """Host memory on one rank, device memory on the others: every rank refuses."""
     comm = init(rank, nranks, uid)
@@ -257,7 +293,8 @@ def mixed(rank, nranks, uid):
     check(lib.ncclCommDestroy(comm), "ncclCommDestroy")
 
 
-SCENARIOS = {"exchange": exchange, "graph": graph, "timeout": timeout, "dead": dead, "mixed": mixed}
+SCENARIOS = {"exchange": exchange, "graph": graph, "timeout": timeout, "dead": dead, "mixed": mixed,
+             "dead_in_collective": dead_in_collective}
 
 if __name__ == "__main__":
     scenario, rank, nranks, uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), bytes.fromhex(sys.argv[4])

@@ -2,8 +2,8 @@
 (rma_device_worker.py runs each rank): ranks as threads of this process on the
 one GPU, as separate processes (CUDA IPC), and as processes on separate
 "hosts" (NCCL_HOSTID: staged through the proxy and sockets); graph capture;
-the timeout; a peer that dies while a wait kernel runs; host and device
-windows mixed are refused."""
+the timeout; a peer that dies while a wait kernel or a collective's kernel
+runs; host and device windows mixed are refused."""
 import os
 import threading
 import time
@@ -72,6 +72,12 @@ def test_a_dead_peer_ends_a_waiting_kernel():
     t0 = time.monotonic()
     run_procs("dead", 2, extra={"ACCL_TIMEOUT": "60"})
     assert time.monotonic() - t0 < 40  # well before ACCL_TIMEOUT
+
+
+def test_a_dead_peer_ends_a_waiting_collective():
+    t0 = time.monotonic()
+    run_procs("dead_in_collective", 2, extra={"ACCL_TIMEOUT": "120"}, timeout=100)
+    assert time.monotonic() - t0 < 60  # well before ACCL_TIMEOUT
 
 
 def test_host_and_device_windows_do_not_mix():
