@@ -16,10 +16,11 @@
 #include "core/comm.h"
 #include "core/mode.h"
 #include "core/peer_life.h"
-#include "core/wait.h"
 
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <cuda_runtime.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -201,7 +202,12 @@ ncclResult_t devSetup(ncclComm* comm) {
             comm);
   d->status = static_cast<DevStatus*>(status);
   memset(status, 0, sizeof(DevStatus));
-  d->peersGone.assign(comm->nranks, nullptr);
+  d->peersGone.reset(new std::atomic<const char*>[comm->nranks]);
+  for (int k = 0; k < comm->nranks; ++k) {
+    d->peersGone[k].store(nullptr);
+    d->watchesPeers = d->watchesPeers || (k != comm->rank && comm->peers[k].hostHash == comm->peers[comm->rank].hostHash &&
+                                          !sameProcess(comm, k));
+  }
   d->peerCheckMs = static_cast<uint64_t>(std::max<int64_t>(1, paramInt(Param::PeerCheckMs)));  // read once: every call looks
   void* dev = nullptr;
   CUDACHECK(cudaHostGetDevicePointer(&dev, status, 0), "cudaHostGetDevicePointer", comm);
@@ -254,21 +260,24 @@ namespace {
 // the host waits for the stream (devWait).
 void watchPeers(ncclComm* comm) {
   DevState& d = *comm->dev;
+  if (!d.watchesPeers) return;
   const uint64_t now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  std::chrono::steady_clock::now().time_since_epoch()).count());
-  uint64_t last = d.lastPeerCheckMs.load(std::memory_order_relaxed);
-  if (now - last < d.peerCheckMs ||
-      !d.lastPeerCheckMs.compare_exchange_strong(last, now))
-    return;  // another thread looks now
+  if (now - d.lastPeerCheckMs.load(std::memory_order_relaxed) < d.peerCheckMs) return;
+  std::unique_lock<std::mutex> lock(d.peerCheckMu, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread looks now
+  d.lastPeerCheckMs.store(now, std::memory_order_relaxed);
   for (int k = 0; k < comm->nranks; ++k) {
-    if (k == comm->rank || d.peersGone[k]) continue;
+    if (k == comm->rank || d.peersGone[k].load()) continue;
     const char* why = peerGone(comm, k);
     if (!why) continue;
-    d.peersGone[k] = why;
-    INFO(kInit, "%s rank %d: rank %d is gone (%s): its connectors are aborted, so that kernels waiting on it stop",
-         comm->name.c_str(), comm->rank, k, why);
+    d.peersGone[k].store(why);
+    INFO(kInit, "%s rank %d: rank %d is gone (%s): its device connectors are aborted, so that kernels waiting on it "
+         "stop", comm->name.c_str(), comm->rank, k, why);
+    // Only the kernels' connectors: host waits ask peerGone themselves, and
+    // know whether they still need the peer.
     forEachConnection(comm, [k](Connection* c) {
-      if (c->peer == k) c->abort(k);
+      if (c->peer == k && c->device) c->abort(k);
     });
   }
 }
@@ -328,9 +337,10 @@ ncclResult_t devCheck(ncclComm* comm) {
              comm->name.c_str(), comm->rank, comm->cudaDev, s.peer, s.isSend ? "receive" : "send");
         break;
       default:
-        if (s.failedRank >= 0 && s.failedRank < comm->nranks && d.peersGone[s.failedRank])  // watchPeers found it
+        if (const char* gone = s.failedRank >= 0 && s.failedRank < comm->nranks ? d.peersGone[s.failedRank].load()
+                                                                                 : nullptr)  // watchPeers found it
           WARN("%s (rank %d, device %d): a kernel stopped %s rank %d: rank %d is gone (%s)", comm->name.c_str(),
-               comm->rank, comm->cudaDev, dir, s.peer, s.failedRank, d.peersGone[s.failedRank]);
+               comm->rank, comm->cudaDev, dir, s.peer, s.failedRank, gone);
         else if (s.failedRank >= 0 && s.failedRank != s.peer && s.failedRank != comm->rank)
           WARN("%s (rank %d, device %d): a kernel stopped %s rank %d: the peer stopped because rank %d failed",
                comm->name.c_str(), comm->rank, comm->cudaDev, dir, s.peer, s.failedRank);
@@ -348,14 +358,19 @@ ncclResult_t devCheck(ncclComm* comm) {
 ncclResult_t devWait(ncclComm* comm) {
   if (!comm->dev) return ncclSuccess;
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  if (comm->dev->haveLast) {
-    // Polled, not cudaEventSynchronize: a kernel waiting on a dead rank
-    // stops once watchPeers (in devCheck) finds it gone.
-    Backoff b;
+  if (comm->dev->haveLast && !comm->dev->watchesPeers) {
+    CUDACHECK(cudaEventSynchronize(comm->dev->lastEvent), "cudaEventSynchronize", comm);
+  } else if (comm->dev->haveLast) {
+    // Polled: a kernel waiting on a dead rank of this host stops once
+    // watchPeers (in devCheck) finds it gone. Naps are short: this wait is
+    // on every host operation's path once staged calls exist.
     cudaError_t e;
-    while ((e = cudaEventQuery(comm->dev->lastEvent)) == cudaErrorNotReady) {
-      if (b.checkNow()) (void)devCheck(comm);
-      b.pause();
+    for (int i = 0; (e = cudaEventQuery(comm->dev->lastEvent)) == cudaErrorNotReady; ++i) {
+      if (comm->abortFlag.load(std::memory_order_relaxed))
+        return commAbortedResult(comm, "waiting for the communicator's device work");
+      if (i % 64 == 63) (void)devCheck(comm);
+      if (i < 256) sched_yield();
+      else usleep(20);
     }
     CUDACHECK(e, "cudaEventQuery", comm);
   }

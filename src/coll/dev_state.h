@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/check.h"
@@ -36,11 +37,14 @@ struct DevState {
   cudaStream_t lastStream = nullptr;
   bool haveLast = false;
   bool reported = false;
-  // watchPeers (coll/dev_coll.cc): when it last looked, and why each rank
-  // found gone is (peerGone's words; nullptr: not found gone).
+  // watchPeers (coll/dev_coll.cc): whether any rank of this host is in
+  // another process, one thread looking at a time, when it last looked, and
+  // why each rank found gone is (peerGone's words; nullptr: not found gone).
+  bool watchesPeers = false;
+  std::mutex peerCheckMu;
   std::atomic<uint64_t> lastPeerCheckMs{0};
   uint64_t peerCheckMs = 100;  // ACCL_PEER_CHECK_MS
-  std::vector<const char*> peersGone;
+  std::unique_ptr<std::atomic<const char*>[]> peersGone;
   Connection* ringSend = nullptr;
   Connection* ringRecv = nullptr;
   // All ranks on this GPU: the blocks each rank's direct collectives may run

@@ -278,7 +278,8 @@ void Rma::receive() {
       for (Connection* c : recvs_) {
         if (!c || left_[c->peer].load()) continue;
         const FifoCtrl* ctrl = c->fifo.ctrl;
-        const bool gone = ctrl->peerGone.load() || peerGone(comm_, c->peer);
+        const char* why = peerGone(comm_, c->peer);  // died, or (another PID namespace) exited or destroyed
+        const bool gone = ctrl->peerGone.load() || why;
         if (gone && !ctrl->abort.load() && !devWaiting && !in[c->peer].inHeader && !steps.recvReady(c)) {
           std::lock_guard<std::mutex> lock(sigMu_);
           left_[c->peer].store(true);
@@ -286,8 +287,7 @@ void Rma::receive() {
           continue;
         }
         ncclResult_t r = probe.check(c);
-        const char* why = r == ncclSuccess ? peerGone(comm_, c->peer) : nullptr;
-        if (why) {
+        if (r == ncclSuccess && why && !steps.recvReady(c)) {  // a message it sent before it went is drained first
           commNoteFailedRank(comm_, c->peer);
           char what[160];
           snprintf(what, sizeof(what), "failed: %s", why);

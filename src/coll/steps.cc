@@ -125,12 +125,14 @@ ncclResult_t Steps::check(Connection* c) {
     commNoteFailedRank(comm_, root >= 0 ? root : c->peer);
     return fail(c, ncclRemoteError, why);
   }
-  // A peer that is gone (closed, exited) matters only while this side still
-  // waits on it: it may have sent (or taken) the last frame and left between
-  // the wait's look and this one.
-  const bool settled = c->isSend ? ctrl->head.load(std::memory_order_acquire) >= c->step : recvReady(c);
-  if (settled) return ncclSuccess;
-  if (ctrl->peerGone.load(std::memory_order_relaxed)) {
+  // A peer that is gone (closed, exited, destroyed its communicator) matters
+  // only while this side still waits on it: it may send (or take) the last
+  // frame and leave between any look at the FIFO and the finding that it is
+  // gone, so the FIFO is looked at again after that finding.
+  auto settled = [&] { return c->isSend ? ctrl->head.load(std::memory_order_acquire) >= c->step : recvReady(c); };
+  if (settled()) return ncclSuccess;
+  if (ctrl->peerGone.load(std::memory_order_acquire)) {
+    if (settled()) return ncclSuccess;
     commNoteFailedRank(comm_, c->peer);
     return fail(c, ncclRemoteError, "failed: connection closed (peer process died or destroyed its communicator)");
   }
@@ -142,6 +144,7 @@ ncclResult_t Steps::check(Connection* c) {
   if (now - lastPeerCheck_ >= static_cast<uint64_t>(paramInt(Param::PeerCheckMs))) {
     lastPeerCheck_ = now;
     if (const char* gone = peerGone(comm_, c->peer)) {  // by pid, or by its lock in another PID namespace
+      if (settled()) return ncclSuccess;
       commNoteFailedRank(comm_, c->peer);
       char why[160];
       snprintf(why, sizeof(why), "failed: %s", gone);

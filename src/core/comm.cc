@@ -287,8 +287,8 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   return ncclSuccess;
 }
 
-std::vector<ConnPtr> commTakeConnections(ncclComm* comm) {
-  std::vector<ConnPtr> all;
+bool commTakeConnections(ncclComm* comm, std::vector<ConnPtr>* taken) {
+  std::vector<ConnPtr>& all = *taken;
   {
     std::lock_guard<std::recursive_mutex> lock(comm->connMu);
     all.push_back(std::move(comm->ring.send));
@@ -303,13 +303,14 @@ std::vector<ConnPtr> commTakeConnections(ncclComm* comm) {
   // the same: better a leak than a destroy that never returns.
   const auto by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (comm->connWalkers.load() > 0 && std::chrono::steady_clock::now() < by) usleep(50);
-  if (comm->connWalkers.load() > 0) {
-    WARN("%s (rank %d): a walk over its connections is still under way 10 s after they were taken out: they are "
-         "left allocated rather than freed under it", comm->name.c_str(), comm->rank);
+  if (comm->connWalkers.load() > 0) {  // the walker goes on to use the communicator too: it must stay
+    WARN("%s (rank %d): a walk over its connections is still under way 10 s after they were taken out: the "
+         "communicator is left allocated rather than freed under it", comm->name.c_str(), comm->rank);
     for (ConnPtr& c : all) (void)c.release();
     all.clear();
+    return false;
   }
-  return all;
+  return true;
 }
 
 void commFree(ncclComm* comm) {
@@ -326,7 +327,10 @@ void commFree(ncclComm* comm) {
   }
   devStop(comm);   // the proxy of staged device operations uses the connections
   rmaStop(comm);   // so does the receiver of one-sided operations
-  commTakeConnections(comm).clear();  // destroyed here, outside connMu
+  {
+    std::vector<ConnPtr> conns;
+    if (!commTakeConnections(comm, &conns)) return;
+  }  // destroyed here, outside connMu
   comm->dev.reset();  // after the device connectors, whose release waits for the kernels
   comm->hostDirect.reset();  // after the windows and the proxies, which may stop its slot (commSetError)
   for (Registration* r : comm->registrations) delete r;

@@ -241,10 +241,12 @@ void forEachConnection(ncclComm* comm, Fn fn) {
   for (Connection* c : all) fn(c);
   comm->connWalkers.fetch_sub(1);
 }
-// Takes every connection out of the communicator (later walks find none) and
-// returns them once no walk that found them is still under way; their
-// destructors (which join proxy threads that may walk) run outside connMu.
-std::vector<ConnPtr> commTakeConnections(ncclComm* comm);
+// Takes every connection out of the communicator (later walks find none) into
+// *taken once no walk that found them is still under way; their destructors
+// (which join proxy threads that may walk) run outside connMu. False (and
+// nothing taken: the connections and the communicator must stay) when a walk
+// is still under way after 10 s.
+bool commTakeConnections(ncclComm* comm, std::vector<ConnPtr>* taken);
 // The cached connections to/from `peers` for `tag`, making those that are missing
 // (pairwise with each peer, which must ask for its side at the same time).
 ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,36 +52,42 @@ ncclResult_t peerLifeSetup(ncclComm* comm) {
   if (!any) return ncclSuccess;
   bool watchedByAny = false;
   for (int k = 0; k < comm->nranks; ++k) watchedByAny = watchedByAny || watched(comm, k);
+  // Nothing here fails the init: a rank without its lock (or a watcher
+  // without the file) is found gone only at ACCL_TIMEOUT, as before the locks.
+  // Readable by all (it holds nothing; testing a lock needs no write access),
+  // for containers whose ranks run as other users.
   const std::string own = lifeName(comm, comm->rank);
+  bool made = false;
   if (watchedByAny) {  // the watching is mutual: whom this rank watches watch it
-    int fd = shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    const int fd = shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+    made = fd >= 0;
+    if (made) fchmod(fd, 0644);  // past the umask
     flock l = wholeFirstByte(F_WRLCK);
-    if (fd < 0 || fcntl(fd, F_SETLK, &l) != 0) {
-      WARN("rank %d: cannot make its liveness lock %s for ranks in other PID namespaces: %s", comm->rank, own.c_str(),
-           strerror(errno));
-      if (fd >= 0) close(fd);
-      shm_unlink(own.c_str());
-      return ncclSystemError;
+    if (made && fcntl(fd, F_SETLK, &l) == 0) {
+      comm->lifeOwnFd = fd;
+    } else {
+      WARN("rank %d: cannot make its liveness lock %s: %s; ranks of this host in other PID namespaces will find its "
+           "death only at ACCL_TIMEOUT", comm->rank, own.c_str(), strerror(errno));
+      if (made) {  // an unlocked file would read as a dead rank
+        close(fd);
+        shm_unlink(own.c_str());
+        made = false;
+      }
     }
-    comm->lifeOwnFd = fd;
   }
-  NCCLCHECK(comm->bootstrap->barrier());  // every lock is taken
+  ncclResult_t r = comm->bootstrap->barrier();  // every lock is taken
   comm->lifeFds.assign(comm->nranks, -1);
-  ncclResult_t r = ncclSuccess;
   for (int k = 0; k < comm->nranks && r == ncclSuccess; ++k) {
     if (!watched(comm, k)) continue;
     const std::string name = lifeName(comm, k);
-    comm->lifeFds[k] = shm_open(name.c_str(), O_RDWR, 0600);
-    if (comm->lifeFds[k] < 0) {
-      WARN("rank %d: cannot open rank %d's liveness lock %s (rank %d is in another PID namespace of this host): %s",
-           comm->rank, k, name.c_str(), k, strerror(errno));
-      r = ncclSystemError;
-    }
+    comm->lifeFds[k] = shm_open(name.c_str(), O_RDONLY, 0);
+    if (comm->lifeFds[k] < 0)
+      WARN("rank %d: cannot open rank %d's liveness lock %s (rank %d is in another PID namespace of this host): %s; "
+           "its death will be found only at ACCL_TIMEOUT", comm->rank, k, name.c_str(), k, strerror(errno));
   }
-  ncclResult_t b = comm->bootstrap->barrier();  // every watcher has the files open
-  if (comm->lifeOwnFd >= 0) shm_unlink(own.c_str());
+  if (r == ncclSuccess) r = comm->bootstrap->barrier();  // every watcher has the files open
+  if (made) shm_unlink(own.c_str());
   NCCLCHECK(r);
-  NCCLCHECK(b);
   INFO(kInit, "%s rank %d: ranks of this host in other PID namespaces are watched through record locks",
        comm->name.c_str(), comm->rank);
   return ncclSuccess;

@@ -5,7 +5,8 @@
 // lock when the process exits, however it exits, and a child it forks does
 // not inherit it. A peer that tests the lock (F_GETLK) and finds it free knows
 // the rank's process or communicator is gone. The files are unlinked once
-// every rank that watches them has opened them, so a crash leaves none.
+// every rank that watches them has opened them: only a crash during the
+// init can leave one behind.
 #pragma once
 
 #include "nccl.h"

@@ -19,6 +19,9 @@ ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* wh
   } catch (const std::exception& e) {  // bad_alloc, copying the function
     WARN("cannot start %s: %s", what, e.what());
     return ncclSystemError;
+  } catch (...) {
+    WARN("cannot start %s: unknown exception", what);
+    return ncclSystemError;
   }
 }
 

@@ -199,7 +199,9 @@ __device__ void failKernel(const DevCtx& ctx, DevChan* a, DevChan* b, int nch, i
     if (!arr) continue;
     for (int c = 0; c < nch; ++c) {
       DevFifoCtrl* ctrl = arr[c].ctrl;
-      // The first cause stays (the host's fifoAbort compare-exchanges the same word).
+      // The first cause stays against other kernels' aborts (the host's
+      // fifoAbort is atomic with this only where the platform supports
+      // host-native atomics on mapped memory).
       atomicCAS_system(reinterpret_cast<int*>(const_cast<int32_t*>(&ctrl->failedRank)), -1,
                        failedRank >= 0 ? failedRank : ctx.rank);
       ctrl->abort = 1;

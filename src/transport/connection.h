@@ -4,9 +4,6 @@
 // Connection over the same logical FIFO.
 #pragma once
 
-#include <sys/types.h>
-#include <unistd.h>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +46,7 @@ class Connection {
   Fifo fifo;
   bool isSend = false;
   int peer = -1;
-  pid_t peerPid = 0;          // checked for liveness while waiting (same host and PID namespace), 0 = not checked
+  bool device = false;        // a device connector (CUDA IPC): only kernels wait on it
   const char* kind = "?";     // "shm" or "net", for messages
   uint64_t step = 0;          // local counter: tail for a sender, head for a receiver
   uint64_t seenHead = 0;      // a sender's last read of the FIFO's head (coll/steps.h)

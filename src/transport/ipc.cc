@@ -57,7 +57,7 @@ class IpcConnection : public Connection {
     isSend = send;
     peer = peerRank;
     kind = "cuda-ipc";
-    peerPid = localPid(comm, peerRank);
+    device = true;
     bytes_ = segmentBytes(nChannels_);
   }
   ~IpcConnection() override {

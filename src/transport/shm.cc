@@ -131,7 +131,6 @@ ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   fifoInit(c->map_, slot, &c->fifo);
   c->fifo.ctrl->receiverPid = getpid();
   c->fifo.ctrl->senderPid = localPid(comm, peer);
-  c->peerPid = localPid(comm, peer);
   *out = std::move(c);
   return ncclSuccess;
 }
@@ -148,7 +147,6 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->fifo.ctrl = static_cast<FifoCtrl*>(c->map_);
   c->fifo.data = static_cast<char*>(c->map_) + 4096;
   c->fifo.slotBytes = slot;
-  c->peerPid = localPid(comm, peer);
   *out = std::move(c);  // the receiver owns (and unlinks) the name
   return ncclSuccess;
 }

@@ -1307,7 +1307,10 @@ TEST(connections_outlive_the_walks_that_found_them) {
     });
   });
   while (!walking.load()) std::this_thread::yield();
-  accl::commTakeConnections(&comm).clear();
+  {
+    std::vector<accl::ConnPtr> taken;
+    CHECK(accl::commTakeConnections(&comm, &taken));
+  }
   walker.join();
   CHECK_EQ(sawGone.load(), 0);
   CHECK(gone[0].load() && gone[1].load());
