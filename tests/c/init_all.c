@@ -6,30 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "one_process.h"
+
 #define N 4
-#define COUNT 100003
-static int passed = 0, failed = 0;
-
-static void expect(const char* what, int ok) {
-  if (ok) ++passed;
-  else { ++failed; printf("FAIL %s (%s)\n", what, ncclGetLastError(NULL)); }
-}
-
-/* One thread drives all N comms: the group lets them meet. */
-static int groupedAllReduce(ncclComm_t* comms, int n) {
-  static int32_t bufs[N][COUNT];
-  int r, i, bad = 0;
-  for (r = 0; r < n; ++r)
-    for (i = 0; i < COUNT; ++i) bufs[r][i] = (r + 1) * (i % 101) - 50;
-  if (ncclGroupStart() != ncclSuccess) return 0;
-  for (r = 0; r < n; ++r)
-    if (ncclAllReduce(bufs[r], bufs[r], COUNT, ncclInt32, ncclSum, comms[r], NULL) != ncclSuccess) return 0;
-  if (ncclGroupEnd() != ncclSuccess) return 0;
-  for (r = 0; r < n; ++r)
-    for (i = 0; i < COUNT; ++i)
-      if (bufs[r][i] != (n * (n + 1) / 2) * (i % 101) - 50 * n) ++bad;
-  return bad == 0;
-}
 
 int main(void) {
   ncclComm_t comms[N];

@@ -1194,6 +1194,20 @@ TEST(stage_chunk_elems) {
   }
 }
 
+// Rank 0 of a two-rank communicator of this process, and its direct slots in
+// private memory (the HostDirect made over them unmaps them when it goes).
+void* twoRankDirect(ncclComm* comm, size_t* bytes) {
+  comm->nranks = 2;
+  comm->rank = 0;
+  comm->name = "unit";
+  comm->peers.resize(2);
+  for (auto& p : comm->peers) p.pid = getpid();
+  *bytes = 2 * sizeof(accl::Slot);
+  void* map = mmap(nullptr, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(map != MAP_FAILED);
+  return map == MAP_FAILED ? nullptr : map;
+}
+
 // The direct collectives' wait (coll/host_direct_wait.h) with rank 1 played
 // by the predicate: between one of the waiter's looks at its slot and the
 // next, the peer publishes the call and then stops (it finished and destroyed
@@ -1202,15 +1216,9 @@ TEST(stage_chunk_elems) {
 // publishing must end the wait with an error.
 TEST(direct_wait_sees_a_peer_that_got_there_before_it_stopped) {
   ncclComm comm;
-  comm.nranks = 2;
-  comm.rank = 0;
-  comm.name = "unit";
-  comm.peers.resize(2);
-  for (auto& p : comm.peers) p.pid = getpid();
-  const size_t bytes = 2 * sizeof(accl::Slot);
-  void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(map != MAP_FAILED);
-  if (map == MAP_FAILED) return;
+  size_t bytes = 0;
+  void* map = twoRankDirect(&comm, &bytes);
+  if (!map) return;
   {
     accl::HostDirect d(&comm, map, bytes, 0);  // unmaps the slots when it goes
     accl::Slot& peer = d.slots[1];
@@ -1249,15 +1257,9 @@ TEST(direct_wait_sees_a_peer_that_got_there_before_it_stopped) {
 // nor may an abort with a later or unknown cause replace a FIFO's.
 TEST(first_failure_cause_stays) {
   ncclComm comm;
-  comm.nranks = 2;
-  comm.rank = 0;
-  comm.name = "unit";
-  comm.peers.resize(2);
-  for (auto& p : comm.peers) p.pid = getpid();
-  const size_t bytes = 2 * sizeof(accl::Slot);
-  void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(map != MAP_FAILED);
-  if (map == MAP_FAILED) return;
+  size_t bytes = 0;
+  void* map = twoRankDirect(&comm, &bytes);
+  if (!map) return;
   {
     accl::HostDirect d(&comm, map, bytes, 0);
     d.slots[1].failed.store(1);  // rank 1 stopped without publishing
