@@ -364,13 +364,18 @@ ncclResult_t devWait(ncclComm* comm) {
     // Polled: a kernel waiting on a dead rank of this host stops once
     // watchPeers (in devCheck) finds it gone. Naps are short: this wait is
     // on every host operation's path once staged calls exist.
+    // Like cudaEventSynchronize, it waits for the work to end also after an
+    // abort (which stops the kernels): the callers free what it uses next.
     cudaError_t e;
-    for (int i = 0; (e = cudaEventQuery(comm->dev->lastEvent)) == cudaErrorNotReady; ++i) {
-      if (comm->abortFlag.load(std::memory_order_relaxed))
-        return commAbortedResult(comm, "waiting for the communicator's device work");
-      if (i % 64 == 63) (void)devCheck(comm);
-      if (i < 256) sched_yield();
-      else usleep(20);
+    unsigned turns = 0, yields = 0;  // unsigned: wraps, never overflows
+    while ((e = cudaEventQuery(comm->dev->lastEvent)) == cudaErrorNotReady) {
+      if (++turns % 64 == 0) (void)devCheck(comm);
+      if (yields < 256) {
+        ++yields;
+        sched_yield();
+      } else {
+        usleep(20);
+      }
     }
     CUDACHECK(e, "cudaEventQuery", comm);
   }

@@ -321,6 +321,7 @@ void commFree(ncclComm* comm) {
   auto inside = [comm] { return comm->inFlight.load() > 0 || commPinned(comm); };
   while (inside() && std::chrono::steady_clock::now() < leaveBy) usleep(100);
   if (inside()) {  // better a leak than freeing memory a call still uses
+    peerLifeLeave(comm);
     WARN("%s (rank %d): calls are still inside the communicator 10 s after it was stopped: it is left "
          "allocated rather than freed under them", comm->name.c_str(), comm->rank);
     return;
@@ -329,7 +330,10 @@ void commFree(ncclComm* comm) {
   rmaStop(comm);   // so does the receiver of one-sided operations
   {
     std::vector<ConnPtr> conns;
-    if (!commTakeConnections(comm, &conns)) return;
+    if (!commTakeConnections(comm, &conns)) {
+      peerLifeLeave(comm);
+      return;
+    }
   }  // destroyed here, outside connMu
   comm->dev.reset();  // after the device connectors, whose release waits for the kernels
   comm->hostDirect.reset();  // after the windows and the proxies, which may stop its slot (commSetError)

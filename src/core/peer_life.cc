@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
@@ -75,10 +76,14 @@ ncclResult_t peerLifeSetup(ncclComm* comm) {
       }
     }
   }
-  ncclResult_t r = comm->bootstrap->barrier();  // every lock is taken
+  // Every lock is taken, and each rank says whether it holds one: a file of
+  // the same name left by someone else must not read as a dead rank.
+  std::vector<char> locked(comm->nranks, 0);
+  locked[comm->rank] = comm->lifeOwnFd >= 0;
+  ncclResult_t r = comm->bootstrap->allgather(locked.data(), 1);
   comm->lifeFds.assign(comm->nranks, -1);
   for (int k = 0; k < comm->nranks && r == ncclSuccess; ++k) {
-    if (!watched(comm, k)) continue;
+    if (!watched(comm, k) || !locked[k]) continue;  // not locked: found gone only at ACCL_TIMEOUT
     const std::string name = lifeName(comm, k);
     comm->lifeFds[k] = shm_open(name.c_str(), O_RDONLY, 0);
     if (comm->lifeFds[k] < 0)
@@ -93,12 +98,16 @@ ncclResult_t peerLifeSetup(ncclComm* comm) {
   return ncclSuccess;
 }
 
+void peerLifeLeave(ncclComm* comm) {
+  if (comm->lifeOwnFd >= 0) close(comm->lifeOwnFd);  // drops the lock
+  comm->lifeOwnFd = -1;
+}
+
 void peerLifeRelease(ncclComm* comm) {
   for (int& fd : comm->lifeFds)
     if (fd >= 0) close(fd);
   comm->lifeFds.clear();
-  if (comm->lifeOwnFd >= 0) close(comm->lifeOwnFd);  // drops the lock
-  comm->lifeOwnFd = -1;
+  peerLifeLeave(comm);
 }
 
 const char* peerGone(const ncclComm* comm, int k) {

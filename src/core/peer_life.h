@@ -15,11 +15,15 @@ struct ncclComm;
 
 namespace accl {
 
-// At init, after the peer exchange; collective (two bootstrap barriers), and
-// only where some two ranks of one host are in different PID namespaces.
+// At init, after the peer exchange; collective (a bootstrap allgather and a
+// barrier), and only where some two ranks of one host are in different PID
+// namespaces.
 ncclResult_t peerLifeSetup(ncclComm* comm);
 // At free: the peers watching this rank see it gone from here on.
 void peerLifeRelease(ncclComm* comm);
+// Only the lock, for a communicator left allocated (commFree's leak paths):
+// its watchers see it gone, while waits still running keep the peers' files.
+void peerLifeLeave(ncclComm* comm);
 // Why rank k is gone (its process died, by pid; or, in another PID namespace,
 // its process exited or its communicator went), or nullptr while it is there
 // or where nothing can tell (another host: its sockets say so).
