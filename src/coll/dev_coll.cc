@@ -203,10 +203,10 @@ ncclResult_t devSetup(ncclComm* comm) {
   d->status = static_cast<DevStatus*>(status);
   memset(status, 0, sizeof(DevStatus));
   d->peersGone.reset(new std::atomic<const char*>[comm->nranks]);
+  const uint64_t host = comm->peers[comm->rank].hostHash;
   for (int k = 0; k < comm->nranks; ++k) {
     d->peersGone[k].store(nullptr);
-    d->watchesPeers = d->watchesPeers || (k != comm->rank && comm->peers[k].hostHash == comm->peers[comm->rank].hostHash &&
-                                          !sameProcess(comm, k));
+    if (k != comm->rank && comm->peers[k].hostHash == host && !sameProcess(comm, k)) d->watchesPeers = true;
   }
   d->peerCheckMs = static_cast<uint64_t>(std::max<int64_t>(1, paramInt(Param::PeerCheckMs)));  // read once: every call looks
   void* dev = nullptr;
@@ -361,11 +361,11 @@ ncclResult_t devWait(ncclComm* comm) {
   if (comm->dev->haveLast && !comm->dev->watchesPeers) {
     CUDACHECK(cudaEventSynchronize(comm->dev->lastEvent), "cudaEventSynchronize", comm);
   } else if (comm->dev->haveLast) {
-    // Polled: a kernel waiting on a dead rank of this host stops once
-    // watchPeers (in devCheck) finds it gone. Naps are short: this wait is
-    // on every host operation's path once staged calls exist.
-    // Like cudaEventSynchronize, it waits for the work to end also after an
-    // abort (which stops the kernels): the callers free what it uses next.
+    // Polled, so that a kernel waiting on a dead rank of this host stops
+    // once watchPeers (in devCheck) finds it gone; naps are short, since this
+    // wait is on every host operation's path once staged calls exist. Like
+    // cudaEventSynchronize, it waits for the work to end also after an abort
+    // (which stops the kernels): the callers free what that work uses next.
     cudaError_t e;
     unsigned turns = 0, yields = 0;  // unsigned: wraps, never overflows
     while ((e = cudaEventQuery(comm->dev->lastEvent)) == cudaErrorNotReady) {

@@ -43,7 +43,7 @@ flock wholeFirstByte(short type) {
 }  // namespace
 
 ncclResult_t peerLifeSetup(ncclComm* comm) {
-  // Every rank decides alike whether the barriers run: some host holds two PID namespaces.
+  // Every rank decides alike whether the allgather and barrier run: some host holds two PID namespaces.
   std::map<uint64_t, uint64_t> nsOfHost;
   bool any = false;
   for (const PeerInfo& p : comm->peers) {
