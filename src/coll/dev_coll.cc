@@ -208,7 +208,8 @@ ncclResult_t devSetup(ncclComm* comm) {
     d->peersGone[k].store(nullptr);
     if (k != comm->rank && comm->peers[k].hostHash == host && !sameProcess(comm, k)) d->watchesPeers = true;
   }
-  d->peerCheckMs = static_cast<uint64_t>(std::max<int64_t>(1, paramInt(Param::PeerCheckMs)));  // read once: every call looks
+  // Read once: every call looks.
+  d->peerCheckMs = static_cast<uint64_t>(std::max<int64_t>(1, paramInt(Param::PeerCheckMs)));
   void* dev = nullptr;
   CUDACHECK(cudaHostGetDevicePointer(&dev, status, 0), "cudaHostGetDevicePointer", comm);
   d->statusDev = static_cast<DevStatus*>(dev);

@@ -34,7 +34,6 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -147,9 +146,8 @@ class Stager {
   }
   // The proxy thread; where it cannot start, no staged call may be queued.
   ncclResult_t start() {
-    char what[96];
-    snprintf(what, sizeof(what), "rank %d's proxy thread of staged device operations", comm_->rank);
-    return startThread(&thread_, [this] { loop(); }, what);
+    return startThread(&thread_, [this] { loop(); }, "rank %d's proxy thread of staged device operations",
+                       comm_->rank);
   }
   ~Stager();  // frees the pinned memory; only once stop() allowed it
 

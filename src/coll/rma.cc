@@ -159,9 +159,8 @@ ncclResult_t Rma::connect() {
     recvs_[peers[i]] = v[i];
   }
   if (peers.empty()) return ncclSuccess;  // alone: puts to itself are copies
-  char what[96];
-  snprintf(what, sizeof(what), "rank %d's receiver of one-sided operations", comm_->rank);
-  const ncclResult_t r = startThread(&thread_, [this] { receive(); }, what);
+  const ncclResult_t r =
+      startThread(&thread_, [this] { receive(); }, "rank %d's receiver of one-sided operations", comm_->rank);
   if (r != ncclSuccess) commSetError(comm_, r);  // its peers connected and would wait for it
   return r;
 }

@@ -61,12 +61,21 @@ std::vector<std::pair<ncclComm*, std::vector<T>>> byCommInOrder(const std::vecto
   return parts;
 }
 
+// Jobs that never ran (no thread could start for them) leave their peers
+// waiting: their communicators fail, which tells the peers.
+void failNeverRan(const std::vector<ncclComm*>& comms, ncclResult_t error) {
+  for (ncclComm* c : comms)
+    if (const auto use = CommUse::ifLive(c)) commSetError(c, error);
+}
+
 // Each communicator's jobs in call order on a thread of their own, the
 // communicators concurrently (a job may wait for ranks driven by another).
 ncclResult_t runCommJobs(const std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>>& jobs) {
   auto parts = byCommInOrder(jobs, [](const auto& job) { return job.first; });
   std::vector<std::function<ncclResult_t()>> perComm;
+  std::vector<ncclComm*> comms;
   for (const auto& part : parts) {
+    comms.push_back(part.first);
     perComm.push_back([&part] {
       for (const auto& job : part.second) NCCLCHECK(job.second());
       return ncclSuccess;
@@ -74,9 +83,7 @@ ncclResult_t runCommJobs(const std::vector<std::pair<ncclComm*, std::function<nc
   }
   bool ran = true;
   const ncclResult_t r = runConcurrently(perComm, &ran);
-  if (!ran)  // none ran: fail the communicators, so that their peers stop waiting in the registrations
-    for (const auto& part : parts)
-      if (const auto use = CommUse::ifLive(part.first)) commSetError(part.first, r);
+  if (!ran) failNeverRan(comms, r);  // their peers wait in the registrations
   return r;
 }
 
@@ -188,9 +195,7 @@ ncclResult_t groupEnd() {
   }
   bool ran = true;
   ncclResult_t r = runConcurrently(jobs, &ran);
-  if (!ran)  // this rank's part never ran: fail its communicators, so that their peers stop waiting for it
-    for (ncclComm* c : threaded)
-      if (const auto use = CommUse::ifLive(c)) commSetError(c, r);
+  if (!ran) failNeverRan(threaded, r);
   return first != ncclSuccess ? first : r;
 }
 

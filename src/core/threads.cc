@@ -1,5 +1,7 @@
 #include "core/threads.h"
 
+#include <cstdarg>
+#include <cstdio>
 #include <exception>
 #include <system_error>
 #include <utility>
@@ -8,21 +10,28 @@
 
 namespace accl {
 
-ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* what) {
+ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* what, ...) {
+  const char* why = nullptr;
+  bool limit = false;
   try {
     *t = std::thread(std::move(f));
     return ncclSuccess;
   } catch (const std::system_error& e) {
-    WARN("cannot start %s: %s (the process or its user may be at a thread limit: ulimit -u, the cgroup's pids.max)",
-         what, e.what());
-    return ncclSystemError;
+    why = e.what();
+    limit = true;
   } catch (const std::exception& e) {  // bad_alloc, copying the function
-    WARN("cannot start %s: %s", what, e.what());
-    return ncclSystemError;
+    why = e.what();
   } catch (...) {
-    WARN("cannot start %s: unknown exception", what);
-    return ncclSystemError;
+    why = "unknown exception";
   }
+  char name[256];
+  va_list args;
+  va_start(args, what);
+  vsnprintf(name, sizeof(name), what, args);
+  va_end(args);
+  WARN("cannot start %s: %s%s", name, why,
+       limit ? " (the process or its user may be at a thread limit: ulimit -u, the cgroup's pids.max)" : "");
+  return ncclSystemError;
 }
 
 }  // namespace accl

@@ -10,8 +10,10 @@
 
 namespace accl {
 
-// Starts *t running f(); else a WARN naming `what` (the reader wants to know
-// which rank or peer it would have served) and ncclSystemError.
-ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* what);
+// Starts *t running f(); else a WARN naming the thread (printf's `what` and
+// arguments, formatted only then: the reader wants to know which rank or peer
+// it would have served) and ncclSystemError.
+ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* what, ...)
+    __attribute__((format(printf, 3, 4)));
 
 }  // namespace accl

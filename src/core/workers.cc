@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -31,11 +30,10 @@ class Pool {
   ncclResult_t runAll(std::vector<Task>& tasks) {
     std::lock_guard<std::mutex> lock(mu_);
     const long spare = idle_ - static_cast<long>(queue_.size());
-    char what[96];
-    snprintf(what, sizeof(what), "a thread for %zu jobs that must run at once (none of them ran)", tasks.size() + 1);
     for (long k = std::max(0L, spare); k < static_cast<long>(tasks.size()); ++k) {
       std::thread t;
-      NCCLCHECK(startThread(&t, [this] { serve(); }, what));
+      NCCLCHECK(startThread(&t, [this] { serve(); }, "a thread for %zu jobs that must run at once (none of them ran)",
+                            tasks.size() + 1));
       t.detach();
       ++idle_;  // from now on: it takes a task as soon as it has the lock
     }

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -69,10 +68,9 @@ class NetConnection : public Connection {
            isSend ? "to" : "from", peer, fifoBytes(comm_->slotBytes));
       return ncclSystemError;
     }
-    char what[128];
-    snprintf(what, sizeof(what), "rank %d's proxy thread of a socket connection %s rank %d (one per connection and "
-             "direction)", comm_->rank, isSend ? "to" : "from", peer);
-    return startThread(&proxy_, [this] { isSend ? sendLoop() : recvLoop(); }, what);
+    return startThread(&proxy_, [this] { isSend ? sendLoop() : recvLoop(); },
+                       "rank %d's proxy thread of a socket connection %s rank %d (one per connection and direction)",
+                       comm_->rank, isSend ? "to" : "from", peer);
   }
   void abort(int failedRank) override {
     fifoAbort(fifo.ctrl, failedRank);
