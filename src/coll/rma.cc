@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -286,12 +285,8 @@ void Rma::receive() {
           continue;
         }
         ncclResult_t r = probe.check(c);
-        if (r == ncclSuccess && why && !steps.recvReady(c)) {  // a message it sent before it went is drained first
-          commNoteFailedRank(comm_, c->peer);
-          char what[160];
-          snprintf(what, sizeof(what), "failed: %s", why);
-          r = probe.fail(c, ncclRemoteError, what);
-        }
+        // A message it sent before it went is drained first.
+        if (r == ncclSuccess && why && !steps.recvReady(c)) r = probe.failGone(c, why);
         if (r != ncclSuccess) return failed();  // reported: the communicator is failed
       }
     }

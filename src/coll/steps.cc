@@ -106,6 +106,13 @@ ncclResult_t Steps::fail(Connection* c, ncclResult_t err, const char* why) {
   return err;
 }
 
+ncclResult_t Steps::failGone(Connection* c, const char* gone) {
+  commNoteFailedRank(comm_, c->peer);
+  char why[160];
+  snprintf(why, sizeof(why), "failed: %s", gone);
+  return fail(c, ncclRemoteError, why);
+}
+
 ncclResult_t Steps::checkAbort() const {
   return comm_->abortFlag.load(std::memory_order_relaxed) ? commAbortedResult(comm_, op_) : ncclSuccess;
 }
@@ -145,10 +152,7 @@ ncclResult_t Steps::check(Connection* c) {
     lastPeerCheck_ = now;
     if (const char* gone = peerGone(comm_, c->peer)) {  // by pid, or by its lock in another PID namespace
       if (settled()) return ncclSuccess;
-      commNoteFailedRank(comm_, c->peer);
-      char why[160];
-      snprintf(why, sizeof(why), "failed: %s", gone);
-      return fail(c, ncclRemoteError, why);
+      return failGone(c, gone);
     }
   }
   if (deadline_->expired()) return fail(c, ncclTimeout, "timed out (ACCL_TIMEOUT)");

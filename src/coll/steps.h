@@ -70,6 +70,9 @@ class Steps {
   // each wait for a peer, not an operation that keeps moving).
   void progressed() { deadline_.reset(); }
   ncclResult_t fail(Connection* c, ncclResult_t err, const char* why);
+  // The peer of `c` is gone (`gone`: peerGone's words): it is the failed rank,
+  // and the wait fails with ncclRemoteError.
+  ncclResult_t failGone(Connection* c, const char* gone);
 
  private:
   // A wait drives (Connection::driving) the connection it waits on while it
