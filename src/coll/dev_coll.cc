@@ -38,6 +38,7 @@ namespace accl {
 void DevStateDeleter::operator()(DevState* d) const {
   d->stager.reset();  // its thread and pinned memory first
   if (d->lastEvent) (void)cudaEventDestroy(d->lastEvent);
+  if (d->joinEvent) (void)cudaEventDestroy(d->joinEvent);
   if (d->status) (void)cudaFreeHost(d->status);
   (void)cudaGetLastError();
   delete d;
@@ -214,6 +215,7 @@ ncclResult_t devSetup(ncclComm* comm) {
   CUDACHECK(cudaHostGetDevicePointer(&dev, status, 0), "cudaHostGetDevicePointer", comm);
   d->statusDev = static_cast<DevStatus*>(dev);
   CUDACHECK(cudaEventCreateWithFlags(&d->lastEvent, cudaEventDisableTiming), "cudaEventCreate", comm);
+  CUDACHECK(cudaEventCreateWithFlags(&d->joinEvent, cudaEventDisableTiming), "cudaEventCreate", comm);
   comm->dev = std::move(d);
   if (comm->nranks > 1 && comm->nhosts == 1) {
     std::vector<Connection*> s, r;
@@ -410,14 +412,12 @@ ncclResult_t devReadScalar(const CollArgs& a, void* out, bool* copied) {
   return ncclSuccess;
 }
 
-ncclResult_t devRunCollective(const CollArgs& a) {
-  ncclComm* comm = a.comm;
-  DevState& d = *comm->dev;
-  cudaStream_t s = static_cast<cudaStream_t>(a.stream);
-  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  const int n = comm->nranks;
+namespace {
+
+// What every kernel of the call carries, whatever runs it.
+DevCollWork baseWork(const CollArgs& a) {
   DevCollWork w{};
-  w.ctx = ctxOf(comm);
+  w.ctx = ctxOf(a.comm);
   w.type = a.type;
   w.op = devOpOf(a.red.kind);
   w.root = a.root;
@@ -427,29 +427,21 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   w.scalarF = a.red.scalar.f;
   w.scalarI = a.red.scalar.i;
   w.scalarPtr = a.deviceScalar;
-  const size_t esize = typeSize(a.type);
-  bool reduces = a.kind == CollKind::AllReduce || a.kind == CollKind::Reduce || a.kind == CollKind::ReduceScatter;
+  const bool reduces = a.kind == CollKind::AllReduce || a.kind == CollKind::Reduce || a.kind == CollKind::ReduceScatter;
   if (!reduces) w.op = DevOp::Sum;
+  return w;
+}
 
-  if (n == 1) {
-    // Arithmetic on one rank is only PreMulSum's scaling; the rest is a copy (none in place).
-    const bool arithmetic = reduces && w.op == DevOp::PreMulSum;
-    if (!arithmetic && a.sendbuff == a.recvbuff) return ncclSuccess;
-    if (!arithmetic) {  // the runtime's device-to-device copy is the fastest there is
-      CUDACHECK(cudaMemcpyAsync(a.recvbuff, a.sendbuff, a.count * esize, cudaMemcpyDeviceToDevice, s),
-                "cudaMemcpyAsync", comm);
-      return ncclSuccess;
-    }
-    w.coll = DevColl::Local;
-    const size_t bytes = a.count * esize;
-    const size_t perBlock = static_cast<size_t>(kDevThreads) * 16 * 4;
-    int blocks = static_cast<int>(std::min<size_t>((bytes + perBlock - 1) / perBlock, d.smCount * 4));
-    w.nChannels = std::max(1, blocks);
-    cudaError_t e = devLaunchColl(w, w.nChannels, s);
-    if (e != cudaSuccess) return cudaCheck(e, "kernel launch", comm);
-    return ncclSuccess;
-  }
-  if (comm->nhosts > 1) return devRunStaged(comm, {a});  // no device connectors between hosts
+// A collective of several ranks of this host (device connectors): the rest of
+// its work, ring or direct, and the blocks to launch. *keep holds a copy of
+// the input where its buffers overlap (freed on the stream once let go).
+ncclResult_t collWork(const CollArgs& a, DevCollWork* wp, int* blocksOut, std::shared_ptr<void>* keep) {
+  ncclComm* comm = a.comm;
+  DevState& d = *comm->dev;
+  DevCollWork& w = *wp;
+  cudaStream_t s = static_cast<cudaStream_t>(a.stream);
+  const int n = comm->nranks;
+  const size_t esize = typeSize(a.type);
   switch (a.kind) {
     case CollKind::AllReduce: w.coll = DevColl::AllReduce; break;
     case CollKind::Broadcast: w.coll = DevColl::Broadcast; break;
@@ -462,7 +454,6 @@ ncclResult_t devRunCollective(const CollArgs& a) {
     case CollKind::Scatter: w.coll = DevColl::Scatter; break;
     default: return ncclInternalError;
   }
-  std::shared_ptr<void> keep;  // a copy of the input (below), freed on the stream after the kernel
   if (runsAsSendRecv(a.kind)) {
     if (!d.direct) return ncclInternalError;
     // Buffers that overlap other than in NCCL's in-place layout (all-to-all:
@@ -480,8 +471,8 @@ ncclResult_t devRunCollective(const CollArgs& a) {
                                  : a.kind == CollKind::Gather ? send == recv + comm->rank * block
                                                               : recv == send + comm->rank * block);
     if (both && !layout && rangesOverlap(send, sendBytes, recv, recvBytes)) {
-      NCCLCHECK(devStagingCopy(comm, send, sendBytes, s, &keep));
-      w.send = keep.get();
+      NCCLCHECK(devStagingCopy(comm, send, sendBytes, s, keep));
+      w.send = keep->get();
     }
   }
   size_t total = a.count * esize;
@@ -513,7 +504,160 @@ ncclResult_t devRunCollective(const CollArgs& a) {
     if (d.direct) w.nChannels = direct;
     blocks = std::max(direct, w.nChannels);  // the ring, if the ranks agree on it, runs on the first nChannels
   }
+  *blocksOut = blocks;
+  return ncclSuccess;
+}
+
+// The capture sequence a stream records into: 0 for none, ~0 where it cannot
+// be told (or the capture was invalidated).
+unsigned long long captureOf(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  if (cudaStreamGetCaptureInfo(s, &st, &id) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return ~0ull;
+  }
+  return st == cudaStreamCaptureStatusNone ? 0 : st == cudaStreamCaptureStatusActive ? id + 1 : ~0ull;
+}
+
+// Whether these calls (of several ranks of one communicator, all in this
+// process on this GPU) can run as one launch: the same collective, datatype,
+// op, root and count, and their streams all in one capture or in none (a
+// graph per stream, as nccl-tests' -G captures, holds each rank's own
+// launch: an event from another capture would join the two).
+bool runTogether(const std::vector<const CollArgs*>& calls) {
+  const CollArgs& a = *calls[0];
+  const unsigned long long capture = captureOf(static_cast<cudaStream_t>(a.stream));
+  if (capture == ~0ull) return false;
+  for (const CollArgs* c : calls) {
+    if (c->kind != a.kind || c->type != a.type || devOpOf(c->red.kind) != devOpOf(a.red.kind) || c->root != a.root ||
+        c->count != a.count || (c->stream != a.stream && captureOf(static_cast<cudaStream_t>(c->stream)) != capture))
+      return false;
+  }
+  return true;
+}
+
+// One launch of `calls` (runTogether said so; in rank order) on the first
+// call's stream s0: s0 waits for every other call's stream (and its
+// communicator's earlier work) through that communicator's join event, and
+// each other stream waits for the launch through the first one's. Outside a
+// capture every communicator then records its last event on its own stream,
+// as ordered() does.
+ncclResult_t launchTogether(const std::vector<const CollArgs*>& calls) {
+  bool allRanks = static_cast<int>(calls.size()) == calls[0]->comm->nranks;  // then part k is rank k
+  for (size_t i = 0; i < calls.size(); ++i) allRanks = allRanks && calls[i]->comm->rank == static_cast<int>(i);
+  ncclComm* comm0 = calls[0]->comm;
+  const cudaStream_t s0 = static_cast<cudaStream_t>(calls[0]->stream);
+  CUDACHECK(cudaSetDevice(comm0->cudaDev), "cudaSetDevice", comm0);
+  DevFusedWork f{};
+  f.nParts = static_cast<int>(calls.size());
+  f.allRanks = allRanks;
+  std::vector<std::shared_ptr<void>> keep(calls.size());  // let go after the streams wait for the launch
+  for (size_t i = 0; i < calls.size(); ++i) {
+    DevCollWork w = baseWork(*calls[i]);
+    int blocks = 0;
+    NCCLCHECK(collWork(*calls[i], &w, &blocks, &keep[i]));
+    if (i == 0) {
+      f.w = w;
+      f.blocksPerRank = blocks;
+    } else if (blocks != f.blocksPerRank) {  // the same sizes on one table: cannot differ
+      WARN("%s (%s): ranks %d and %d of one group launch differ in blocks (%d, %d)", calls[i]->opName,
+           comm0->name.c_str(), comm0->rank, calls[i]->comm->rank, f.blocksPerRank, blocks);
+      return ncclInternalError;
+    }
+    f.parts[i] = DevRankPart{w.ctx, w.send, w.recv, w.sendCh, w.recvCh, w.scalarF, w.scalarI, w.scalarPtr};
+  }
+  const bool cap = captureOf(s0) != 0;
+  cudaError_t e = cudaSuccess;
+  auto note = [&e](cudaError_t r) {
+    if (e == cudaSuccess) e = r;
+  };
+  for (const CollArgs* c : calls) {
+    const cudaStream_t s = static_cast<cudaStream_t>(c->stream);
+    NCCLCHECK(afterPrevious(c->comm, s));
+    if (s == s0) continue;
+    note(cudaEventRecord(c->comm->dev->joinEvent, s));
+    note(cudaStreamWaitEvent(s0, c->comm->dev->joinEvent, 0));
+  }
+  (void)cudaGetLastError();  // the launch reports cudaGetLastError(): not an earlier call's error
+  if (e == cudaSuccess) note(devLaunchFused(f, s0));
+  // comm0's join event is free: its stream is s0.
+  cudaEvent_t done = comm0->dev->joinEvent;
+  note(cudaEventRecord(done, s0));
+  for (const CollArgs* c : calls) {
+    const cudaStream_t s = static_cast<cudaStream_t>(c->stream);
+    if (s != s0) note(cudaStreamWaitEvent(s, done, 0));
+    if (cap) continue;
+    DevState& d = *c->comm->dev;
+    const cudaError_t r = cudaEventRecord(d.lastEvent, s);
+    note(r);
+    d.lastStream = s;
+    d.haveLast = r == cudaSuccess;
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("%s (%s, rank %d and %d more of this process): enqueueing their one launch failed: %s", calls[0]->opName,
+         comm0->name.c_str(), comm0->rank, f.nParts - 1, cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t devRunCollective(const CollArgs& a) {
+  ncclComm* comm = a.comm;
+  DevState& d = *comm->dev;
+  cudaStream_t s = static_cast<cudaStream_t>(a.stream);
+  CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
+  DevCollWork w = baseWork(a);
+  if (comm->nranks == 1) {
+    // Arithmetic on one rank is only PreMulSum's scaling; the rest is a copy (none in place).
+    const bool arithmetic = w.op == DevOp::PreMulSum;
+    if (!arithmetic && a.sendbuff == a.recvbuff) return ncclSuccess;
+    const size_t bytes = a.count * typeSize(a.type);
+    if (!arithmetic) {  // the runtime's device-to-device copy is the fastest there is
+      CUDACHECK(cudaMemcpyAsync(a.recvbuff, a.sendbuff, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync", comm);
+      return ncclSuccess;
+    }
+    w.coll = DevColl::Local;
+    const size_t perBlock = static_cast<size_t>(kDevThreads) * 16 * 4;
+    int blocks = static_cast<int>(std::min<size_t>((bytes + perBlock - 1) / perBlock, d.smCount * 4));
+    w.nChannels = std::max(1, blocks);
+    cudaError_t e = devLaunchColl(w, w.nChannels, s);
+    if (e != cudaSuccess) return cudaCheck(e, "kernel launch", comm);
+    return ncclSuccess;
+  }
+  if (comm->nhosts > 1) return devRunStaged(comm, {a});  // no device connectors between hosts
+  std::shared_ptr<void> keep;  // a copy of the input, freed on the stream after the kernel
+  int blocks = 0;
+  NCCLCHECK(collWork(a, &w, &blocks, &keep));
   return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, blocks, s); });
+}
+
+ncclResult_t devRunTogether(const std::vector<const CollArgs*>& calls, std::vector<ncclComm*>* ran) {
+  if (paramInt(Param::GroupLaunch) == 0) return ncclSuccess;
+  std::map<DevDirectSlot*, std::vector<const CollArgs*>> byTable;  // one table per communicator's clique
+  for (const CollArgs* c : calls) {
+    const ncclComm* comm = c->comm;
+    if (comm->dev && comm->dev->direct && comm->nhosts == 1 && comm->nranks > 1 && !isP2p(c->kind))
+      byTable[comm->dev->direct].push_back(c);
+  }
+  ncclResult_t first = ncclSuccess;
+  for (auto& [table, group] : byTable) {
+    if (group.size() < 2 || !runTogether(group)) continue;
+    std::sort(group.begin(), group.end(), [](const CollArgs* x, const CollArgs* y) { return x->comm->rank < y->comm->rank; });
+    for (const CollArgs* c : group) ran->push_back(c->comm);
+    const ncclResult_t r = launchTogether(group);
+    if (first == ncclSuccess) first = r;
+    DevState& d = *group[0]->comm->dev;
+    if (r == ncclSuccess && !d.toldGroupLaunch) {  // once per rank whose stream launches
+      d.toldGroupLaunch = true;
+      INFO(kColl, "%s rank %d: a group's %s of %zu ranks of this process runs as one launch on this rank's stream",
+           group[0]->comm->name.c_str(), group[0]->comm->rank, group[0]->opName, group.size());
+    }
+  }
+  return first;
 }
 
 bool devDirectSendRecvColls(const ncclComm* comm) { return comm->dev && comm->dev->direct; }
@@ -740,6 +884,7 @@ ncclResult_t devReadScalar(const CollArgs&, void*, bool* copied) {
   return ncclSuccess;
 }
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
+ncclResult_t devRunTogether(const std::vector<const CollArgs*>&, std::vector<ncclComm*>*) { return ncclSuccess; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
 bool devQueuesOnly(const ncclComm*, const std::vector<CollArgs>&) { return false; }

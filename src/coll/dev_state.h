@@ -34,9 +34,11 @@ struct DevState {
   DevStatus* status = nullptr;  // host-mapped
   DevStatus* statusDev = nullptr;
   cudaEvent_t lastEvent = nullptr;
+  cudaEvent_t joinEvent = nullptr;  // orders the streams of a group's one launch (coll/dev_coll.cc launchTogether)
   cudaStream_t lastStream = nullptr;
   bool haveLast = false;
   bool reported = false;
+  bool toldGroupLaunch = false;  // the INFO line of devRunTogether, once
   // watchPeers (coll/dev_coll.cc): whether any rank of this host is in
   // another process, one thread looking at a time, when it last looked, and
   // why each rank found gone is (peerGone's words; nullptr: not found gone).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "coll/tuner.h"
@@ -174,12 +175,29 @@ ncclResult_t groupEnd() {
     if (oneComm) return runCommOps(colls.front().comm, colls);  // on this thread either way (below)
   }
   auto parts = byCommInOrder(colls, [](const CollArgs& a) { return a.comm; });
+  // Parts of one collective each on device buffers: ranks of one process on
+  // one GPU may run theirs as one launch (coll/dev_coll.cc).
+  std::vector<ncclComm*> together;
+  ncclResult_t first = ncclSuccess;
+  {
+    std::vector<std::unique_ptr<CommUse>> pins;  // while devRunTogether uses them
+    std::vector<const CollArgs*> single;
+    for (const auto& [c, ops] : parts) {
+      if (ops.size() != 1 || isP2p(ops[0].kind) || !ops[0].onDevice) continue;
+      std::unique_ptr<CommUse> use(new CommUse(CommUse::ifLive(c)));
+      if (!*use || !devQueuesOnly(c, ops)) continue;
+      single.push_back(&ops[0]);
+      pins.push_back(std::move(use));
+    }
+    if (single.size() > 1) first = devRunTogether(single, &together);
+    for (ncclComm* c : together) ++c->opCount;
+  }
   // A part that only queues kernels runs here; the others need a thread each,
   // since each may wait for peers that another part of this group serves.
   std::vector<std::function<ncclResult_t()>> jobs;
   std::vector<ncclComm*> threaded;  // the communicators of `jobs`
-  ncclResult_t first = ncclSuccess;
   for (const auto& [c, ops] : parts) {
+    if (std::find(together.begin(), together.end(), c) != together.end()) continue;
     const auto use = CommUse::ifLive(c);  // devQueuesOnly reads it; runCommOps pins it again
     if (!use) {
       if (first == ncclSuccess) first = commGone(c, "ncclGroupEnd");

@@ -93,14 +93,21 @@ __device__ void ringReduceScatter(RingPrims<T, K>& p, const T* src, T* dst, size
   }
 }
 
+// The op with this rank's scalar (PreMulSum, SumPostDiv).
+template <typename T, DevOp K>
+__device__ Red<T, K> redOf(const DevCollWork& w) {
+  Red<T, K> r;
+  r.k = w.scalarPtr ? *static_cast<const T*>(w.scalarPtr) : ScalarFrom<T>::get(w.scalarF, w.scalarI);
+  r.div = w.scalarI;
+  return r;
+}
+
 template <DevColl C, typename T, DevOp K>
 __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
   __shared__ int fail, ring;
   if (threadIdx.x == 0) fail = ring = 0;
   __syncthreads();
-  Red<T, K> r;
-  r.k = w.scalarPtr ? *static_cast<const T*>(w.scalarPtr) : ScalarFrom<T>::get(w.scalarF, w.scalarI);
-  r.div = w.scalarI;
+  const Red<T, K> r = redOf<T, K>(w);
   const T* src = static_cast<const T*>(w.send);
   T* dst = static_cast<T*>(w.recv);
   const int n = w.ctx.nranks, pos = w.ctx.rank, c = blockIdx.x;
@@ -119,7 +126,7 @@ __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
     return;
   }
   if (w.slots[0]) {
-    directColl<C, T, K>(w, r, &fail, &ring);
+    directColl<C, T, K>(w, r, &fail, &ring, Share{static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)});
     __syncthreads();
     if (fail || !ring) return;
   }
@@ -149,17 +156,77 @@ __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
   }
 }
 
-template <DevColl C, typename T>
-cudaError_t launchColl(const DevCollWork& w, int blocks, cudaStream_t s) {
-  switch (w.op) {
-    case DevOp::Sum: collKernel<C, T, DevOp::Sum><<<blocks, kThreads, 0, s>>>(w); break;
-    case DevOp::Prod: collKernel<C, T, DevOp::Prod><<<blocks, kThreads, 0, s>>>(w); break;
-    case DevOp::Max: collKernel<C, T, DevOp::Max><<<blocks, kThreads, 0, s>>>(w); break;
-    case DevOp::Min: collKernel<C, T, DevOp::Min><<<blocks, kThreads, 0, s>>>(w); break;
-    case DevOp::PreMulSum: collKernel<C, T, DevOp::PreMulSum><<<blocks, kThreads, 0, s>>>(w); break;
+// Several ranks' direct calls in one launch (DevFusedWork): each block runs
+// its rank's part, with the work in shared memory (a copy from the kernel's
+// parameters, with that rank's fields).
+template <DevColl C, typename T, DevOp K>
+__global__ void __launch_bounds__(kThreads) fusedKernel(DevFusedWork f) {
+  __shared__ DevCollWork w;
+  __shared__ int fail, ring;
+  const int nb = f.blocksPerRank, part = blockIdx.x / nb;
+  static_assert(sizeof(DevCollWork) % 4 == 0, "copied in words");
+  for (int i = threadIdx.x; i < static_cast<int>(sizeof(DevCollWork) / 4); i += blockDim.x)
+    reinterpret_cast<uint32_t*>(&w)[i] = reinterpret_cast<const uint32_t*>(&f.w)[i];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const DevRankPart& p = f.parts[part];
+    w.ctx = p.ctx;
+    w.send = p.send;
+    w.recv = p.recv;
+    w.sendCh = p.sendCh;
+    w.recvCh = p.recvCh;
+    w.scalarF = p.scalarF;
+    w.scalarI = p.scalarI;
+    w.scalarPtr = p.scalarPtr;
+    fail = ring = 0;
+  }
+  __syncthreads();
+  const Red<T, K> r = redOf<T, K>(w);
+  const Share sh{static_cast<int>(blockIdx.x) % nb, nb};
+  if (!f.allRanks) {  // others of the communicator launch their own: meet them in the slots
+    directColl<C, T, K>(w, r, &fail, &ring, sh);
+    return;
+  }
+  // Every rank is in this launch, which started after every rank's stream and
+  // ends before each goes on: no barrier, the buffers and scalars are here.
+  __shared__ const T* ins[kDevMaxDirect];
+  __shared__ T* outs[kDevMaxDirect];
+  __shared__ T ks[kDevMaxDirect];
+  if (threadIdx.x < f.nParts) {
+    const DevRankPart& p = f.parts[threadIdx.x];
+    ins[threadIdx.x] = static_cast<const T*>(p.send);
+    outs[threadIdx.x] = static_cast<T*>(p.recv);
+    ks[threadIdx.x] = p.scalarPtr ? *static_cast<const T*>(p.scalarPtr) : ScalarFrom<T>::get(p.scalarF, p.scalarI);
+  }
+  __syncthreads();
+  directWork<C, T, K>(w, r, ins, outs, ks, sh);
+}
+
+// One collective's kernel: a rank's own (DevCollWork), or several ranks' in one (DevFusedWork).
+template <DevColl C, typename T, DevOp K>
+void launchKernel(const DevCollWork& w, int blocks, cudaStream_t s) {
+  collKernel<C, T, K><<<blocks, kThreads, 0, s>>>(w);
+}
+template <DevColl C, typename T, DevOp K>
+void launchKernel(const DevFusedWork& f, int blocks, cudaStream_t s) {
+  fusedKernel<C, T, K><<<blocks, kThreads, 0, s>>>(f);
+}
+inline const DevCollWork& workOf(const DevCollWork& w) { return w; }
+inline const DevCollWork& workOf(const DevFusedWork& f) { return f.w; }
+inline DevCollWork& workOf(DevCollWork& w) { return w; }
+inline DevCollWork& workOf(DevFusedWork& f) { return f.w; }
+
+template <DevColl C, typename T, typename W>
+cudaError_t launchColl(const W& w, int blocks, cudaStream_t s) {
+  switch (workOf(w).op) {
+    case DevOp::Sum: launchKernel<C, T, DevOp::Sum>(w, blocks, s); break;
+    case DevOp::Prod: launchKernel<C, T, DevOp::Prod>(w, blocks, s); break;
+    case DevOp::Max: launchKernel<C, T, DevOp::Max>(w, blocks, s); break;
+    case DevOp::Min: launchKernel<C, T, DevOp::Min>(w, blocks, s); break;
+    case DevOp::PreMulSum: launchKernel<C, T, DevOp::PreMulSum>(w, blocks, s); break;
     case DevOp::SumPostDiv:
       if constexpr (std::is_integral<T>::value) {
-        collKernel<C, T, DevOp::SumPostDiv><<<blocks, kThreads, 0, s>>>(w);
+        launchKernel<C, T, DevOp::SumPostDiv>(w, blocks, s);
         break;
       }
       return cudaErrorInvalidValue;
@@ -175,16 +242,18 @@ cudaError_t launchLocal(const DevCollWork& w, int blocks, cudaStream_t s) {
 
 // The collectives that do arithmetic on T (on one rank: PreMulSum's scaling and
 // SumPostDiv's division); the copies run on bytes (device/dev_launch.cu).
-template <typename T>
-cudaError_t launchReducing(const DevCollWork& w, int blocks, cudaStream_t s) {
-  switch (w.coll) {
+template <typename T, typename W>
+cudaError_t launchReducing(const W& w, int blocks, cudaStream_t s) {
+  switch (workOf(w).coll) {
     case DevColl::AllReduce: return launchColl<DevColl::AllReduce, T>(w, blocks, s);
     case DevColl::Reduce: return launchColl<DevColl::Reduce, T>(w, blocks, s);
     case DevColl::ReduceScatter: return launchColl<DevColl::ReduceScatter, T>(w, blocks, s);
     case DevColl::Local:
-      if (w.op == DevOp::PreMulSum) return launchLocal<T, DevOp::PreMulSum>(w, blocks, s);
-      if constexpr (std::is_integral<T>::value) {
-        if (w.op == DevOp::SumPostDiv) return launchLocal<T, DevOp::SumPostDiv>(w, blocks, s);
+      if constexpr (std::is_same<W, DevCollWork>::value) {  // one rank: never fused
+        if (w.op == DevOp::PreMulSum) return launchLocal<T, DevOp::PreMulSum>(w, blocks, s);
+        if constexpr (std::is_integral<T>::value) {
+          if (w.op == DevOp::SumPostDiv) return launchLocal<T, DevOp::SumPostDiv>(w, blocks, s);
+        }
       }
       return cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;

@@ -40,6 +40,12 @@ ncclResult_t devReadScalar(const CollArgs& a, void* out, bool* copied);
 // Enqueue on a.stream / the ops' stream; return at once.
 ncclResult_t devRunCollective(const CollArgs& a);
 ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
+// A group's collectives, one each of several communicators' ranks: those of
+// one communicator whose ranks all live in this process on one GPU, and that
+// are alike but for buffers and scalars, run as one kernel launch (where
+// ACCL_GROUP_LAUNCH allows); `ran` gets their communicators (whatever the
+// result), and ncclGroupEnd runs the rest as usual.
+ncclResult_t devRunTogether(const std::vector<const CollArgs*>& calls, std::vector<ncclComm*>* ran);
 // True when running `ops` (one communicator's part of a group) only queues
 // kernels: every operation is on device buffers and every connection it needs
 // exists, so nothing waits for a peer. ncclGroupEnd runs such parts inline

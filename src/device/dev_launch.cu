@@ -287,33 +287,46 @@ cudaError_t devLoadStageKernel() {
   return cudaFuncGetAttributes(&a, stageHandoverKernel);
 }
 
-cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream) {
+namespace {
+
+// A collective's launch, a rank's own or several ranks' (DevFusedWork).
+template <typename W>
+cudaError_t launchAny(const W& work, int blocks, cudaStream_t stream) {
+  const DevCollWork& w = workOf(work);
   // The collectives that only move bytes (a one-rank copy is cudaMemcpyAsync).
   if (w.coll == DevColl::Broadcast || w.coll == DevColl::AllGather || w.coll == DevColl::AllToAll ||
       w.coll == DevColl::Gather || w.coll == DevColl::Scatter) {
-    DevCollWork b = w;  // the same bytes, as uint8
-    b.count = w.count * devTypeSize(w.type);
-    b.op = DevOp::Sum;
-    if (w.coll == DevColl::Broadcast)
-      collKernel<DevColl::Broadcast, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
-    else if (w.coll == DevColl::AllToAll)
-      collKernel<DevColl::AllToAll, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
-    else if (w.coll == DevColl::Gather)
-      collKernel<DevColl::Gather, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
-    else if (w.coll == DevColl::Scatter)
-      collKernel<DevColl::Scatter, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
-    else
-      collKernel<DevColl::AllGather, uint8_t, DevOp::Sum><<<blocks, kThreads, 0, stream>>>(b);
+    W b = work;  // the same bytes, as uint8
+    DevCollWork& bw = workOf(b);
+    bw.count = w.count * devTypeSize(w.type);
+    bw.op = DevOp::Sum;
+    switch (w.coll) {
+      case DevColl::Broadcast: launchKernel<DevColl::Broadcast, uint8_t, DevOp::Sum>(b, blocks, stream); break;
+      case DevColl::AllToAll: launchKernel<DevColl::AllToAll, uint8_t, DevOp::Sum>(b, blocks, stream); break;
+      case DevColl::Gather: launchKernel<DevColl::Gather, uint8_t, DevOp::Sum>(b, blocks, stream); break;
+      case DevColl::Scatter: launchKernel<DevColl::Scatter, uint8_t, DevOp::Sum>(b, blocks, stream); break;
+      default: launchKernel<DevColl::AllGather, uint8_t, DevOp::Sum>(b, blocks, stream); break;
+    }
     return cudaGetLastError();
   }
 #define ACCL_TYPE_CASE(e, ctype) \
-  case e: return devReducing_##e(w, blocks, stream);
+  case e: return devReducing_##e(work, blocks, stream);
   switch (static_cast<ncclDataType_t>(w.type)) {
     ACCL_NATIVE_TYPES(ACCL_TYPE_CASE)
     ACCL_LOWP_TYPES(ACCL_TYPE_CASE)
     default: return cudaErrorInvalidValue;
   }
 #undef ACCL_TYPE_CASE
+}
+
+}  // namespace
+
+cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream) {
+  return launchAny(w, blocks, stream);
+}
+
+cudaError_t devLaunchFused(const DevFusedWork& f, cudaStream_t stream) {
+  return launchAny(f, f.blocksPerRank * f.nParts, stream);
 }
 
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream) {

@@ -24,7 +24,9 @@ ACCL_NATIVE_TYPES(ACCL_DEV_CTYPE)
 ACCL_LOWP_TYPES(ACCL_DEV_CTYPE)
 #undef ACCL_DEV_CTYPE
 
-#define ACCL_DEV_REDUCING_DECL(e, ctype) cudaError_t devReducing_##e(const DevCollWork& w, int blocks, cudaStream_t s);
+#define ACCL_DEV_REDUCING_DECL(e, ctype)                                              \
+  cudaError_t devReducing_##e(const DevCollWork& w, int blocks, cudaStream_t s); \
+  cudaError_t devReducing_##e(const DevFusedWork& f, int blocks, cudaStream_t s);
 ACCL_NATIVE_TYPES(ACCL_DEV_REDUCING_DECL)
 ACCL_LOWP_TYPES(ACCL_DEV_REDUCING_DECL)
 #undef ACCL_DEV_REDUCING_DECL

@@ -166,6 +166,33 @@ struct DevCollWork {
   uint32_t mapped[kDevMaxDirect];  // what this rank publishes as its slot's `mapped`
 };
 
+// One launch for the direct calls of several ranks of one process on one GPU
+// (one group, one call each: coll/dev_coll.cc devRunTogether). Blocks
+// [i x blocksPerRank, (i + 1) x blocksPerRank) run part i: `w` with that
+// rank's own fields below, as its own launch of blocksPerRank blocks would.
+// One launch starts every rank's blocks at once, where separate launches
+// start one after another (and the ranks' start barrier waits for the last).
+struct DevRankPart {
+  DevCtx ctx;
+  const void* send;
+  void* recv;
+  DevChan* sendCh;
+  DevChan* recvCh;
+  double scalarF;
+  int64_t scalarI;
+  const void* scalarPtr;
+};
+struct DevFusedWork {
+  DevCollWork w;  // what the parts share: the collective, type, op, count, slots
+  int32_t blocksPerRank;
+  int32_t nParts;
+  // Part k is rank k, for every rank of the communicator: the kernel needs no
+  // start or end barrier in the slots (nor touches them), since the launch
+  // already follows every rank's stream and precedes each one's next work.
+  int32_t allRanks;
+  DevRankPart parts[kDevMaxDirect];
+};
+
 // Direct collectives: whether the other ranks' blocks read rank k's send
 // buffer (write its receive buffer). Window mode needs exactly those in windows.
 #ifdef __CUDACC__

@@ -119,6 +119,72 @@ def test_mem_alloc_is_device_memory_and_registers():
     check(lib.ncclMemFree(p), "ncclMemFree")
 
 
+# Waits `ns` nanoseconds on its stream (the GPU's global timer): work queued
+# behind it on that stream runs late.
+SPIN = cp.RawKernel(r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}""", "spin")
+
+
+@pytest.mark.parametrize("layout", ["own", "one", "shared"])
+def test_group_launch_keeps_every_stream_in_order(layout):
+    # A group of one all-reduce per rank runs as one launch on rank 0's
+    # stream (coll/dev_coll.cc devRunTogether). It must start after what
+    # each rank queued before it on its stream, and end before what each
+    # queued after it: here every rank's input is written late (the last
+    # rank's latest), and every rank reads its output on its stream right
+    # after the call. Streams: one per rank, one for all, two ranks sharing one.
+    nranks, n = 4, (1 << 20) + 5
+    comms = init_all(nranks)
+    pool = streams(3)
+    s = {"own": streams(nranks), "one": [pool[0]] * nranks, "shared": [pool[0], pool[1], pool[1], pool[2]]}[layout]
+    xs = [cp.zeros(n, cp.int32) for _ in range(nranks)]
+    outs = [cp.zeros(n, cp.int32) for _ in range(nranks)]
+    cp.cuda.Device().synchronize()
+    for r in range(nranks):
+        with s[r]:
+            SPIN((1,), (1,), (np.uint64(20_000_000 * (r + 1)),))
+            xs[r].fill(r + 1)
+    with Group():
+        for r in range(nranks):
+            check(lib.ncclAllReduce(ptr(xs[r]), ptr(outs[r]), n, 2, SUM, comms[r], ctypes.c_void_p(s[r].ptr)), "ar")
+    reads = []
+    for r in range(nranks):
+        with s[r]:
+            reads.append(outs[r] * 2)
+    want = 2 * sum(range(1, nranks + 1))
+    for r in range(nranks):
+        s[r].synchronize()
+        assert int(reads[r].min()) == int(reads[r].max()) == want, r
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
+def test_group_of_unlike_calls_fails_cleanly():
+    # Counts that differ keep a group's calls from one launch (coll/dev_coll.cc
+    # runTogether): each rank's own kernel then finds the other count, and the
+    # call fails on every rank with ncclInvalidUsage, without a hang.
+    nranks = 3
+    comms = init_all(nranks)
+    s = streams(nranks)
+    xs = [cp.ones(2048, cp.float32) for _ in range(nranks)]
+    cp.cuda.Device().synchronize()
+    with Group():
+        for r in range(nranks):
+            check(lib.ncclAllReduce(ptr(xs[r]), ptr(xs[r]), 2048 if r == 0 else 1024, 7, SUM, comms[r],
+                                    ctypes.c_void_p(s[r].ptr)), "ncclAllReduce")
+    for r in range(nranks):
+        s[r].synchronize()
+        err = I()
+        lib.ncclCommGetAsyncError(comms[r], ctypes.byref(err))
+        assert err.value == 5, (r, err.value)  # ncclInvalidUsage
+    for c in comms:
+        check(lib.ncclCommAbort(c), "ncclCommAbort")
+
+
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_large_sends_copy_between_buffers(nranks):
     # Larger than their channels' slots hold (16 MiB at 2 ranks, 7 at 3, with

@@ -115,6 +115,24 @@ def test_cuda_graphs(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "8M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-g", "2", "-G", "5")
 
 
+@pytest.mark.parametrize("name", ["all_reduce", "reduce", "gather", "scatter", "alltoall", "all_gather"])
+def test_group_launch(drivers, name):
+    # -g 4: one thread's group holds a call of each of four ranks, each on its
+    # own stream: they run as one launch (coll/dev_coll.cc devRunTogether),
+    # and ACCL_GROUP_LAUNCH=0 launches per rank; both check every result,
+    # at sizes with a tail after the 16-byte vectors, in place and not. -G
+    # captures each stream into a graph of its own: launches per rank there
+    # (its eager warm-up runs as one launch).
+    args = ["-b", "4", "-e", "50000004", "-f", "20", "-n", "2", "-w", "1", "-c", "1", "-g", "4", "-d", "int32"]
+    if name in ("all_reduce", "reduce"):
+        args += ["-o", "all"]
+    line = "runs as one launch on this rank's stream"
+    env = dict(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
+    assert line in run(drivers, name, *args, **env).log
+    assert line not in run(drivers, name, *args, ACCL_GROUP_LAUNCH="0", **env).log
+    run(drivers, name, "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "-c", "1", "-g", "4", "-G", "2")
+
+
 def test_one_rank(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "64M", "-f", "8", "-n", "2", "-w", "1", "-c", "1", "-o", "all")
 
