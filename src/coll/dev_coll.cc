@@ -520,87 +520,143 @@ unsigned long long captureOf(cudaStream_t s) {
   return st == cudaStreamCaptureStatusNone ? 0 : st == cudaStreamCaptureStatusActive ? id + 1 : ~0ull;
 }
 
-// Whether these calls (of several ranks of one communicator, all in this
-// process on this GPU) can run as one launch: the same collective, datatype,
-// op, root and count, and their streams all in one capture or in none (a
-// graph per stream, as nccl-tests' -G captures, holds each rank's own
-// launch: an event from another capture would join the two).
-bool runTogether(const std::vector<const CollArgs*>& calls) {
-  const CollArgs& a = *calls[0];
-  const unsigned long long capture = captureOf(static_cast<cudaStream_t>(a.stream));
+// One rank's part of a group that runs as one launch (devRunTogether).
+struct Part {
+  ncclComm* comm;
+  const std::vector<CollArgs>* ops;
+  cudaStream_t stream() const { return static_cast<cudaStream_t>((*ops)[0].stream); }
+};
+
+// Whether these collectives, one per rank of one communicator whose ranks
+// all live in this process on one GPU, can run as one launch: the same
+// collective, datatype, op, root and count, and their streams all in one
+// capture or in none (a graph per stream, as nccl-tests' -G captures, holds
+// each rank's own launch: an event from another capture would join the two).
+bool collsTogether(const std::vector<Part>& parts) {
+  const CollArgs& a = (*parts[0].ops)[0];
+  const unsigned long long capture = captureOf(parts[0].stream());
   if (capture == ~0ull) return false;
-  for (const CollArgs* c : calls) {
-    if (c->kind != a.kind || c->type != a.type || devOpOf(c->red.kind) != devOpOf(a.red.kind) || c->root != a.root ||
-        c->count != a.count || (c->stream != a.stream && captureOf(static_cast<cudaStream_t>(c->stream)) != capture))
+  for (const Part& p : parts) {
+    const CollArgs& c = (*p.ops)[0];
+    if (p.ops->size() != 1 || isP2p(c.kind) || c.kind != a.kind || c.type != a.type ||
+        devOpOf(c.red.kind) != devOpOf(a.red.kind) || c.root != a.root || c.count != a.count ||
+        (c.stream != a.stream && captureOf(p.stream()) != capture))
       return false;
   }
   return true;
 }
 
-// One launch of `calls` (runTogether said so; in rank order) on the first
-// call's stream s0: s0 waits for every other call's stream (and its
-// communicator's earlier work) through that communicator's join event, and
-// each other stream waits for the launch through the first one's. Outside a
-// capture every communicator then records its last event on its own stream,
-// as ordered() does.
-ncclResult_t launchTogether(const std::vector<const CollArgs*>& calls) {
-  bool allRanks = static_cast<int>(calls.size()) == calls[0]->comm->nranks;  // then part k is rank k
-  for (size_t i = 0; i < calls.size(); ++i) allRanks = allRanks && calls[i]->comm->rank == static_cast<int>(i);
-  ncclComm* comm0 = calls[0]->comm;
-  const cudaStream_t s0 = static_cast<cudaStream_t>(calls[0]->stream);
-  CUDACHECK(cudaSetDevice(comm0->cudaDev), "cudaSetDevice", comm0);
-  DevFusedWork f{};
-  f.nParts = static_cast<int>(calls.size());
-  f.allRanks = allRanks;
-  std::vector<std::shared_ptr<void>> keep(calls.size());  // let go after the streams wait for the launch
-  for (size_t i = 0; i < calls.size(); ++i) {
-    DevCollWork w = baseWork(*calls[i]);
-    int blocks = 0;
-    NCCLCHECK(collWork(*calls[i], &w, &blocks, &keep[i]));
-    if (i == 0) {
-      f.w = w;
-      f.blocksPerRank = blocks;
-    } else if (blocks != f.blocksPerRank) {  // the same sizes on one table: cannot differ
-      WARN("%s (%s): ranks %d and %d of one group launch differ in blocks (%d, %d)", calls[i]->opName,
-           comm0->name.c_str(), comm0->rank, calls[i]->comm->rank, f.blocksPerRank, blocks);
-      return ncclInternalError;
+// Whether these groups of sends and receives (parts in rank order) form a
+// permutation that one launch moves (DevPermWork): every rank of the
+// communicator here, each with one send and one receive of the same bytes
+// as every other on one stream, rank k's receiver receiving from rank k,
+// ACCL_P2P_DIRECT allowing each pair, each rank's two buffers the same or
+// apart, and the streams in one capture or none. Fills *w.
+bool permutation(const std::vector<Part>& parts, DevPermWork* w) {
+  const int n = parts[0].comm->nranks;
+  if (static_cast<int>(parts.size()) != n) return false;
+  const unsigned long long capture = captureOf(parts[0].stream());
+  if (capture == ~0ull) return false;
+  std::vector<const CollArgs*> send(n), recv(n);
+  for (int k = 0; k < n; ++k) {
+    const std::vector<CollArgs>& ops = *parts[k].ops;
+    if (parts[k].comm->rank != k || ops.size() != 2 || ops[0].kind == ops[1].kind || ops[0].stream != ops[1].stream)
+      return false;
+    for (const CollArgs& a : ops) {
+      if (!isP2p(a.kind) || a.root < 0 || a.root >= n) return false;
+      (a.kind == CollKind::Send ? send[k] : recv[k]) = &a;
     }
-    f.parts[i] = DevRankPart{w.ctx, w.send, w.recv, w.sendCh, w.recvCh, w.scalarF, w.scalarI, w.scalarPtr};
+    if (parts[k].stream() != parts[0].stream() && captureOf(parts[k].stream()) != capture) return false;
   }
+  const size_t bytes = send[0]->count * typeSize(send[0]->type);
+  if (bytes == 0) return false;
+  for (int k = 0; k < n; ++k) {
+    const int to = send[k]->root;
+    const DevState& d = *parts[k].comm->dev;
+    if (recv[to]->root != k || (to != k && !d.p2pDirect[to])) return false;
+    if (send[k]->count * typeSize(send[k]->type) != bytes || recv[k]->count * typeSize(recv[k]->type) != bytes)
+      return false;
+    if (send[k]->sendbuff != recv[k]->recvbuff && rangesOverlap(send[k]->sendbuff, bytes, recv[k]->recvbuff, bytes))
+      return false;
+    w->send[k] = static_cast<const char*>(send[k]->sendbuff);
+    w->to[k] = static_cast<char*>(recv[to]->recvbuff);
+  }
+  w->n = n;
+  w->bytes = bytes;
+  return true;
+}
+
+// Enqueues `launch(s0)` on s0, the first part's stream: s0 first waits for
+// every other part's stream (and each communicator's earlier work) through
+// that communicator's join event, and every other stream then waits for the
+// launch through the first one's. Outside a capture every communicator then
+// records its last event on its own stream, as ordered() does.
+template <typename Launch>
+ncclResult_t enqueueTogether(const std::vector<Part>& parts, Launch launch) {
+  ncclComm* comm0 = parts[0].comm;
+  const cudaStream_t s0 = parts[0].stream();
   const bool cap = captureOf(s0) != 0;
   cudaError_t e = cudaSuccess;
   auto note = [&e](cudaError_t r) {
     if (e == cudaSuccess) e = r;
   };
-  for (const CollArgs* c : calls) {
-    const cudaStream_t s = static_cast<cudaStream_t>(c->stream);
-    NCCLCHECK(afterPrevious(c->comm, s));
-    if (s == s0) continue;
-    note(cudaEventRecord(c->comm->dev->joinEvent, s));
-    note(cudaStreamWaitEvent(s0, c->comm->dev->joinEvent, 0));
+  for (const Part& p : parts) {
+    NCCLCHECK(afterPrevious(p.comm, p.stream()));
+    if (p.stream() == s0) continue;
+    note(cudaEventRecord(p.comm->dev->joinEvent, p.stream()));
+    note(cudaStreamWaitEvent(s0, p.comm->dev->joinEvent, 0));
   }
   (void)cudaGetLastError();  // the launch reports cudaGetLastError(): not an earlier call's error
-  if (e == cudaSuccess) note(devLaunchFused(f, s0));
+  if (e == cudaSuccess) note(launch(s0));
   // comm0's join event is free: its stream is s0.
   cudaEvent_t done = comm0->dev->joinEvent;
   note(cudaEventRecord(done, s0));
-  for (const CollArgs* c : calls) {
-    const cudaStream_t s = static_cast<cudaStream_t>(c->stream);
-    if (s != s0) note(cudaStreamWaitEvent(s, done, 0));
+  for (const Part& p : parts) {
+    if (p.stream() != s0) note(cudaStreamWaitEvent(p.stream(), done, 0));
     if (cap) continue;
-    DevState& d = *c->comm->dev;
-    const cudaError_t r = cudaEventRecord(d.lastEvent, s);
-    note(r);
-    d.lastStream = s;
-    d.haveLast = r == cudaSuccess;
+    DevState& d = *p.comm->dev;
+    if (const cudaError_t r = cudaEventRecord(d.lastEvent, p.stream()); r == cudaSuccess) {
+      d.lastStream = p.stream();
+      d.haveLast = true;
+    } else {
+      note(r);  // the previous last event stays: it still orders what came before
+    }
   }
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    WARN("%s (%s, rank %d and %d more of this process): enqueueing their one launch failed: %s", calls[0]->opName,
-         comm0->name.c_str(), comm0->rank, f.nParts - 1, cudaGetErrorString(e));
+    // A stream that could not wait for the launch must not free its staging
+    // copy, nor go on, under the kernel: wait for it here (it has no waits
+    // of its own), where it was enqueued.
+    if (!cap) (void)cudaStreamSynchronize(s0);
+    (void)cudaGetLastError();
+    WARN("%s (%s, rank %d and %zu more of this process): enqueueing their one launch failed: %s",
+         (*parts[0].ops)[0].opName, comm0->name.c_str(), comm0->rank, parts.size() - 1, cudaGetErrorString(e));
     return ncclUnhandledCudaError;
   }
   return ncclSuccess;
+}
+
+// One launch of the collectives of `parts` (every rank in rank order;
+// collsTogether said so).
+ncclResult_t launchColls(const std::vector<Part>& parts) {
+  DevFusedWork f{};
+  std::vector<std::shared_ptr<void>> keep(parts.size());  // let go after the streams wait for the launch
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const CollArgs& a = (*parts[i].ops)[0];
+    DevCollWork w = baseWork(a);
+    int blocks = 0;
+    NCCLCHECK(collWork(a, &w, &blocks, &keep[i]));
+    if (i == 0) {
+      f.w = w;
+      f.blocksPerRank = blocks;
+    } else if (blocks != f.blocksPerRank) {  // the same sizes on one table: cannot differ
+      WARN("%s (%s): ranks %d and %d of one group launch differ in blocks (%d, %d)", a.opName,
+           parts[0].comm->name.c_str(), parts[0].comm->rank, parts[i].comm->rank, f.blocksPerRank, blocks);
+      return ncclInternalError;
+    }
+    f.parts[i] = DevRankPart{w.send, w.recv, w.scalarF, w.scalarI, w.scalarPtr};
+  }
+  return enqueueTogether(parts, [&](cudaStream_t s0) { return devLaunchFused(f, s0); });
 }
 
 }  // namespace
@@ -635,29 +691,54 @@ ncclResult_t devRunCollective(const CollArgs& a) {
   return ordered(comm, s, a.opName, [&] { return devLaunchColl(w, blocks, s); });
 }
 
-ncclResult_t devRunTogether(const std::vector<const CollArgs*>& calls, std::vector<ncclComm*>* ran) {
-  if (paramInt(Param::GroupLaunch) == 0) return ncclSuccess;
-  std::map<DevDirectSlot*, std::vector<const CollArgs*>> byTable;  // one table per communicator's clique
-  for (const CollArgs* c : calls) {
-    const ncclComm* comm = c->comm;
-    if (comm->dev && comm->dev->direct && comm->nhosts == 1 && comm->nranks > 1 && !isP2p(c->kind))
-      byTable[comm->dev->direct].push_back(c);
+bool devGroupLaunch() { return paramInt(Param::GroupLaunch) != 0; }
+
+std::vector<std::vector<size_t>> devTogetherSets(const std::vector<GroupPart>& parts) {
+  std::map<DevDirectSlot*, std::vector<size_t>> byTable;  // one table per communicator's clique
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ncclComm* comm = parts[i].first;
+    if (comm->dev && comm->dev->direct && comm->nhosts == 1 && comm->nranks > 1) byTable[comm->dev->direct].push_back(i);
   }
-  ncclResult_t first = ncclSuccess;
-  for (auto& [table, group] : byTable) {
-    if (group.size() < 2 || !runTogether(group)) continue;
-    std::sort(group.begin(), group.end(), [](const CollArgs* x, const CollArgs* y) { return x->comm->rank < y->comm->rank; });
-    for (const CollArgs* c : group) ran->push_back(c->comm);
-    const ncclResult_t r = launchTogether(group);
-    if (first == ncclSuccess) first = r;
-    DevState& d = *group[0]->comm->dev;
-    if (r == ncclSuccess && !d.toldGroupLaunch) {  // once per rank whose stream launches
-      d.toldGroupLaunch = true;
-      INFO(kColl, "%s rank %d: a group's %s of %zu ranks of this process runs as one launch on this rank's stream",
-           group[0]->comm->name.c_str(), group[0]->comm->rank, group[0]->opName, group.size());
-    }
+  std::vector<std::vector<size_t>> sets;
+  for (auto& [table, set] : byTable) {
+    std::sort(set.begin(), set.end(), [&](size_t x, size_t y) { return parts[x].first->rank < parts[y].first->rank; });
+    // Every rank, once: a launch of some would wait in the slots for ranks
+    // that other threads drive, after this group's later parts on its streams.
+    bool every = static_cast<int>(set.size()) == parts[set[0]].first->nranks;
+    for (size_t k = 0; k < set.size(); ++k) every = every && parts[set[k]].first->rank == static_cast<int>(k);
+    if (!every) continue;
+    std::vector<Part> group;
+    for (size_t i : set) group.push_back({parts[i].first, parts[i].second});
+    DevPermWork perm{};
+    if (collsTogether(group) || permutation(group, &perm)) sets.push_back(set);
   }
-  return first;
+  return sets;
+}
+
+ncclResult_t devRunTogether(const std::vector<GroupPart>& parts, const std::vector<size_t>& set) {
+  std::vector<Part> group;
+  for (size_t i : set) group.push_back({parts[i].first, parts[i].second});
+  ncclComm* comm0 = group[0].comm;
+  CUDACHECK(cudaSetDevice(comm0->cudaDev), "cudaSetDevice", comm0);
+  ncclResult_t r;
+  DevPermWork perm{};
+  if (collsTogether(group)) {
+    r = launchColls(group);
+  } else if (permutation(group, &perm)) {
+    const size_t perBlock = static_cast<size_t>(kDevThreads) * 16 * 4;
+    const int blocks = static_cast<int>(std::min<size_t>((perm.bytes + perBlock - 1) / perBlock,
+                                                         static_cast<size_t>(comm0->dev->smCount) * 2));
+    r = enqueueTogether(group, [&](cudaStream_t s0) { return devLaunchPermute(perm, std::max(1, blocks), s0); });
+  } else {
+    return ncclInternalError;  // devTogetherSets chose it
+  }
+  DevState& d = *comm0->dev;
+  if (r == ncclSuccess && !d.toldGroupLaunch) {  // once per rank whose stream launches
+    d.toldGroupLaunch = true;
+    INFO(kColl, "%s rank %d: a group's %s of %zu ranks of this process runs as one launch on this rank's stream",
+         comm0->name.c_str(), comm0->rank, (*group[0].ops)[0].opName, group.size());
+  }
+  return r;
 }
 
 bool devDirectSendRecvColls(const ncclComm* comm) { return comm->dev && comm->dev->direct; }
@@ -884,7 +965,9 @@ ncclResult_t devReadScalar(const CollArgs&, void*, bool* copied) {
   return ncclSuccess;
 }
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
-ncclResult_t devRunTogether(const std::vector<const CollArgs*>&, std::vector<ncclComm*>*) { return ncclSuccess; }
+bool devGroupLaunch() { return false; }
+std::vector<std::vector<size_t>> devTogetherSets(const std::vector<GroupPart>&) { return {}; }
+ncclResult_t devRunTogether(const std::vector<GroupPart>&, const std::vector<size_t>&) { return ncclInternalError; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
 bool devQueuesOnly(const ncclComm*, const std::vector<CollArgs>&) { return false; }

@@ -175,29 +175,47 @@ ncclResult_t groupEnd() {
     if (oneComm) return runCommOps(colls.front().comm, colls);  // on this thread either way (below)
   }
   auto parts = byCommInOrder(colls, [](const CollArgs& a) { return a.comm; });
-  // Parts of one collective each on device buffers: ranks of one process on
-  // one GPU may run theirs as one launch (coll/dev_coll.cc).
-  std::vector<ncclComm*> together;
-  ncclResult_t first = ncclSuccess;
-  {
-    std::vector<std::unique_ptr<CommUse>> pins;  // while devRunTogether uses them
-    std::vector<const CollArgs*> single;
-    for (const auto& [c, ops] : parts) {
-      if (ops.size() != 1 || isP2p(ops[0].kind) || !ops[0].onDevice) continue;
-      std::unique_ptr<CommUse> use(new CommUse(CommUse::ifLive(c)));
-      if (!*use || !devQueuesOnly(c, ops)) continue;
-      single.push_back(&ops[0]);
+  // Parts of one collective, or of one send and one receive, on device
+  // buffers: every rank of a communicator in this process on one GPU may run
+  // as one launch (coll/dev_coll.cc), where the set's first part would run.
+  std::vector<std::unique_ptr<CommUse>> pins;  // while a set waits for its turn
+  std::vector<GroupPart> small;
+  std::vector<size_t> smallAt;  // their places in `parts`
+  if (devGroupLaunch()) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto& ops = parts[i].second;
+      const bool coll = ops.size() == 1 && !isP2p(ops[0].kind);
+      const bool pair = ops.size() == 2 && isP2p(ops[0].kind) && isP2p(ops[1].kind);
+      if (!(coll || pair) || !ops[0].onDevice || !ops.back().onDevice) continue;
+      std::unique_ptr<CommUse> use(new CommUse(CommUse::ifLive(parts[i].first)));
+      if (!*use) continue;
+      small.emplace_back(parts[i].first, &ops);
+      smallAt.push_back(i);
       pins.push_back(std::move(use));
     }
-    if (single.size() > 1) first = devRunTogether(single, &together);
-    for (ncclComm* c : together) ++c->opCount;
   }
+  const auto sets = small.size() > 1 ? devTogetherSets(small) : std::vector<std::vector<size_t>>{};
+  std::vector<const std::vector<size_t>*> setAt(parts.size(), nullptr);  // by place: the set it belongs to
+  for (const auto& set : sets)
+    for (size_t k : set) setAt[smallAt[k]] = &set;
   // A part that only queues kernels runs here; the others need a thread each,
   // since each may wait for peers that another part of this group serves.
   std::vector<std::function<ncclResult_t()>> jobs;
   std::vector<ncclComm*> threaded;  // the communicators of `jobs`
-  for (const auto& [c, ops] : parts) {
-    if (std::find(together.begin(), together.end(), c) != together.end()) continue;
+  ncclResult_t first = ncclSuccess;
+  std::vector<bool> done(parts.size(), false);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (done[i]) continue;
+    const auto& [c, ops] = parts[i];
+    if (const std::vector<size_t>* set = setAt[i]) {
+      const ncclResult_t r = devRunTogether(small, *set);
+      for (size_t k : *set) {
+        done[smallAt[k]] = true;
+        ++small[k].first->opCount;
+      }
+      if (first == ncclSuccess) first = r;
+      continue;
+    }
     const auto use = CommUse::ifLive(c);  // devQueuesOnly reads it; runCommOps pins it again
     if (!use) {
       if (first == ncclSuccess) first = commGone(c, "ncclGroupEnd");

@@ -156,50 +156,27 @@ __global__ void __launch_bounds__(kThreads) collKernel(DevCollWork w) {
   }
 }
 
-// Several ranks' direct calls in one launch (DevFusedWork): each block runs
-// its rank's part, with the work in shared memory (a copy from the kernel's
-// parameters, with that rank's fields).
+// Every rank's direct call in one launch (DevFusedWork): block b runs rank
+// b / blocksPerRank's part. The launch follows every rank's stream and
+// precedes each one's next work, so it needs no barrier in the slots (nor
+// touches them): every rank's buffers and scalars are in its parameters.
 template <DevColl C, typename T, DevOp K>
 __global__ void __launch_bounds__(kThreads) fusedKernel(DevFusedWork f) {
-  __shared__ DevCollWork w;
-  __shared__ int fail, ring;
-  const int nb = f.blocksPerRank, part = blockIdx.x / nb;
-  static_assert(sizeof(DevCollWork) % 4 == 0, "copied in words");
-  for (int i = threadIdx.x; i < static_cast<int>(sizeof(DevCollWork) / 4); i += blockDim.x)
-    reinterpret_cast<uint32_t*>(&w)[i] = reinterpret_cast<const uint32_t*>(&f.w)[i];
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const DevRankPart& p = f.parts[part];
-    w.ctx = p.ctx;
-    w.send = p.send;
-    w.recv = p.recv;
-    w.sendCh = p.sendCh;
-    w.recvCh = p.recvCh;
-    w.scalarF = p.scalarF;
-    w.scalarI = p.scalarI;
-    w.scalarPtr = p.scalarPtr;
-    fail = ring = 0;
-  }
-  __syncthreads();
-  const Red<T, K> r = redOf<T, K>(w);
-  const Share sh{static_cast<int>(blockIdx.x) % nb, nb};
-  if (!f.allRanks) {  // others of the communicator launch their own: meet them in the slots
-    directColl<C, T, K>(w, r, &fail, &ring, sh);
-    return;
-  }
-  // Every rank is in this launch, which started after every rank's stream and
-  // ends before each goes on: no barrier, the buffers and scalars are here.
   __shared__ const T* ins[kDevMaxDirect];
   __shared__ T* outs[kDevMaxDirect];
   __shared__ T ks[kDevMaxDirect];
-  if (threadIdx.x < f.nParts) {
+  const int n = f.w.ctx.nranks, nb = f.blocksPerRank, me = blockIdx.x / nb;
+  if (threadIdx.x < n) {
     const DevRankPart& p = f.parts[threadIdx.x];
     ins[threadIdx.x] = static_cast<const T*>(p.send);
     outs[threadIdx.x] = static_cast<T*>(p.recv);
     ks[threadIdx.x] = p.scalarPtr ? *static_cast<const T*>(p.scalarPtr) : ScalarFrom<T>::get(p.scalarF, p.scalarI);
   }
   __syncthreads();
-  directWork<C, T, K>(w, r, ins, outs, ks, sh);
+  Red<T, K> r;
+  r.k = ks[me];
+  r.div = f.parts[me].scalarI;
+  directWork<C, T, K>(n, me, f.w.count, f.w.root, r, ins, outs, ks, Share{static_cast<int>(blockIdx.x) % nb, nb});
 }
 
 // One collective's kernel: a rank's own (DevCollWork), or several ranks' in one (DevFusedWork).
@@ -230,6 +207,7 @@ cudaError_t launchColl(const W& w, int blocks, cudaStream_t s) {
         break;
       }
       return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

@@ -40,12 +40,18 @@ ncclResult_t devReadScalar(const CollArgs& a, void* out, bool* copied);
 // Enqueue on a.stream / the ops' stream; return at once.
 ncclResult_t devRunCollective(const CollArgs& a);
 ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
-// A group's collectives, one each of several communicators' ranks: those of
-// one communicator whose ranks all live in this process on one GPU, and that
-// are alike but for buffers and scalars, run as one kernel launch (where
-// ACCL_GROUP_LAUNCH allows); `ran` gets their communicators (whatever the
-// result), and ncclGroupEnd runs the rest as usual.
-ncclResult_t devRunTogether(const std::vector<const CollArgs*>& calls, std::vector<ncclComm*>* ran);
+// One launch for a group's parts (a communicator and its operations) where
+// ACCL_GROUP_LAUNCH allows (devGroupLaunch): every rank of a communicator
+// whose ranks all live in this process on one GPU, each with one collective,
+// alike but for buffers and scalars, or each with one send and one receive
+// that together form a permutation (sendrecv's ring, in place or not).
+// devTogetherSets says which parts run so (indices into `parts`, a set per
+// launch, in rank order); ncclGroupEnd runs each set with devRunTogether
+// where the set's first part would have run, and the other parts as usual.
+using GroupPart = std::pair<ncclComm*, const std::vector<CollArgs>*>;
+bool devGroupLaunch();
+std::vector<std::vector<size_t>> devTogetherSets(const std::vector<GroupPart>& parts);
+ncclResult_t devRunTogether(const std::vector<GroupPart>& parts, const std::vector<size_t>& set);
 // True when running `ops` (one communicator's part of a group) only queues
 // kernels: every operation is on device buffers and every connection it needs
 // exists, so nothing waits for a peer. ncclGroupEnd runs such parts inline

@@ -28,6 +28,8 @@ namespace {
 struct Share {
   int b, nb;
 };
+// The bytes one block moves in one step (a tile) of copyN and exchangePair.
+constexpr size_t kCopyTile = 8 * kThreads * 16, kExchangeTile = 4 * kThreads * 16;
 
 // out[j][outOff + i] <- fin(in[0] combined with in[1..nin-1], at inOff + i)
 // for i < len and every j < nout, by the blocks of `sh`, all threads. PreMulSum
@@ -106,11 +108,12 @@ __device__ __noinline__ void reduceN(Red<T, K> r, const T* const* in, const T* k
 // out[j][outOff + i] <- in[inOff + i] for i < len and every j < nout, by the
 // blocks of `sh`, all threads: the collectives that only move bytes. Eight
 // 16-byte packs in flight per thread; loads and stores marked streaming
-// (evict first: each byte is touched once).
+// (evict first: each byte is touched once). The loads may be served from L1:
+// no source of a direct call is written while the call runs.
 template <typename T>
 __device__ __noinline__ void copyN(const T* in, size_t inOff, T* const* out, int nout, size_t outOff, size_t len,
                                    Share sh) {
-  constexpr int U = 8;
+  constexpr int U = kCopyTile / kThreads / 16;
   const char* src = reinterpret_cast<const char*>(in + inOff);
   const size_t bytes = len * sizeof(T);
   bool aligned = (reinterpret_cast<uintptr_t>(src) & 15) == 0;
@@ -150,7 +153,7 @@ __device__ __noinline__ void copyN(const T* in, size_t inOff, T* const* out, int
 // touches them, so in place (a == toA, b == toB) this swaps the two blocks.
 template <typename T>
 __device__ __noinline__ void exchangePair(const T* a, const T* b, T* toA, T* toB, size_t len, Share sh) {
-  constexpr int U = 4;  // packs of each side in flight per thread
+  constexpr int U = kExchangeTile / kThreads / 16;  // packs of each side in flight per thread
   const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
                          reinterpret_cast<uintptr_t>(toA) | reinterpret_cast<uintptr_t>(toB)) & 15) == 0;
   size_t done = 0;
@@ -280,20 +283,29 @@ __device__ bool directPeer(const DevCollWork& w, int k, const T** in, T** out) {
 
 // Rank `me`'s part of a direct call, by block sh.b of its sh.nb, once every
 // rank's buffers (ins, outs) and PreMulSum scalars (ks) are known.
+// `count` and `root` as the call has them (per rank for all-gather,
+// reduce-scatter, all-to-all, gather and scatter; in bytes for the copies).
 template <DevColl C, typename T, DevOp K>
-__device__ void directWork(const DevCollWork& w, const Red<T, K>& r, const T* const* ins, T* const* outs,
-                           const T* ks, Share sh) {
-  const int n = w.ctx.nranks, me = w.ctx.rank;
+__device__ void directWork(int n, int me, size_t count, int root, const Red<T, K>& r, const T* const* ins,
+                           T* const* outs, const T* ks, Share sh) {
   // This rank's part, which its blocks sweep together (Share).
-  size_t off = 0, hi = w.count;
-  if (C == DevColl::AllReduce || C == DevColl::Reduce || C == DevColl::Broadcast) channelSlice<T>(w.count, n, me, &off, &hi);
+  size_t off = 0, hi = count;
+  if (C == DevColl::AllReduce || C == DevColl::Reduce || C == DevColl::Broadcast) channelSlice<T>(count, n, me, &off, &hi);
   const size_t len = hi - off;
   if constexpr (C == DevColl::AllToAll) {
     // Ranks me and j exchange block j of me's buffers with block me of j's:
     // the lower rank moves the first half (16-byte aligned), the other the
     // rest, so each rank reads and writes as many bytes as it owns. Its own
-    // block is copied unless in place.
-    const size_t c = w.count, half = c / 2 / 16 * 16;  // bytes (the kernel runs on uint8_t)
+    // block is copied unless in place. A pair may have fewer tiles than the
+    // rank has blocks: each pair starts at the block after the last tile of
+    // the one before, so that all blocks get work.
+    const size_t c = count, half = c / 2 / 16 * 16;  // bytes (the kernel runs on uint8_t)
+    int rot = 0;
+    auto turn = [&](size_t bytes, size_t tile) {
+      const Share t{(sh.b + rot) % sh.nb, sh.nb};
+      rot = static_cast<int>((rot + (bytes + tile - 1) / tile) % sh.nb);
+      return t;
+    };
     for (int j = 0; j < n; ++j) {
       size_t at = 0, end = c;
       if (j != me && me < j) end = half;
@@ -301,22 +313,23 @@ __device__ void directWork(const DevCollWork& w, const Red<T, K>& r, const T* co
       if (end == at) continue;
       if (j != me)
         exchangePair(ins[me] + j * c + at, ins[j] + me * c + at, outs[me] + j * c + at, outs[j] + me * c + at,
-                     end - at, sh);
-      else if (ins[me] != outs[me]) copyN(ins[me], me * c + at, outs + me, 1, me * c + at, end - at, sh);
+                     end - at, turn(end - at, kExchangeTile));
+      else if (ins[me] != outs[me])
+        copyN(ins[me], me * c + at, outs + me, 1, me * c + at, end - at, turn(end - at, kCopyTile));
     }
   } else if constexpr (C == DevColl::Gather || C == DevColl::Scatter) {
     // Each rank moves its own block: into the root's output, or out of the
     // root's input (the root's own stays where it is in place).
-    const T* from = C == DevColl::Gather ? ins[me] : ins[w.root] + me * w.count;
-    T* const* to = C == DevColl::Gather ? outs + w.root : outs + me;
-    const size_t toOff = C == DevColl::Gather ? me * w.count : 0;
+    const T* from = C == DevColl::Gather ? ins[me] : ins[root] + me * count;
+    T* const* to = C == DevColl::Gather ? outs + root : outs + me;
+    const size_t toOff = C == DevColl::Gather ? me * count : 0;
     if (len > 0 && from != *to + toOff) copyN(from, 0, to, 1, toOff, len, sh);
   } else if (len > 0) {
     if constexpr (C == DevColl::AllReduce) reduceN(r, ins, ks, n, off, outs, n, off, len, sh);
-    else if constexpr (C == DevColl::Reduce) reduceN(r, ins, ks, n, off, outs + w.root, 1, off, len, sh);
-    else if constexpr (C == DevColl::ReduceScatter) reduceN(r, ins, ks, n, me * w.count + off, outs + me, 1, off, len, sh);
-    else if constexpr (C == DevColl::AllGather) copyN(ins[me], off, outs, n, me * w.count + off, len, sh);
-    else copyN(ins[w.root], off, outs, n, off, len, sh);  // Broadcast
+    else if constexpr (C == DevColl::Reduce) reduceN(r, ins, ks, n, off, outs + root, 1, off, len, sh);
+    else if constexpr (C == DevColl::ReduceScatter) reduceN(r, ins, ks, n, me * count + off, outs + me, 1, off, len, sh);
+    else if constexpr (C == DevColl::AllGather) copyN(ins[me], off, outs, n, me * count + off, len, sh);
+    else copyN(ins[root], off, outs, n, off, len, sh);  // Broadcast
   }
 }
 
@@ -397,7 +410,7 @@ __device__ void directColl(const DevCollWork& w, const Red<T, K>& r, int* fail, 
   __syncthreads();
   if (*fail) return;
 
-  if (!*ring) directWork<C, T, K>(w, r, ins, outs, ks, sh);
+  if (!*ring) directWork<C, T, K>(n, me, w.count, w.root, r, ins, outs, ks, sh);
 
   // Every block counts itself done in its rank's slot; block 0 of each rank
   // waits until every rank's count reached this call's end (every rank runs

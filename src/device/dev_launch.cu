@@ -245,6 +245,46 @@ __global__ void __launch_bounds__(kThreads, 2) p2pKernel(DevP2pWork w) {
   if (!selfDone && !fail) selfCopies(w);
 }
 
+// A group's permutation of sends and receives (DevPermWork): the blocks
+// sweep the buffers together; a thread loads pack j of every rank's send
+// buffer (U packs each, U x ranks <= 16 in flight), then stores them to the
+// receivers'. No waits: the launch follows every rank's stream.
+template <int U>
+__global__ void __launch_bounds__(kThreads) permuteKernel(DevPermWork w) {
+  constexpr int R = kDevMaxDirect / U;  // ranks whose packs a thread holds at once
+  const int n = w.n;
+  uintptr_t bits = 0;
+  for (int k = 0; k < n; ++k) bits |= reinterpret_cast<uintptr_t>(w.send[k]) | reinterpret_cast<uintptr_t>(w.to[k]);
+  const size_t stride = static_cast<size_t>(gridDim.x) * kThreads;
+  size_t done = 0;
+  if ((bits & 15) == 0) {
+    const size_t packs = w.bytes / 16;
+    for (size_t i = blockIdx.x * static_cast<size_t>(kThreads) * U + threadIdx.x; i < packs; i += stride * U) {
+      uint4 v[U][R];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+          if (k < n && i + u * kThreads < packs) v[u][k] = __ldcs(reinterpret_cast<const uint4*>(w.send[k]) + i + u * kThreads);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+          if (k < n && i + u * kThreads < packs) __stcs(reinterpret_cast<uint4*>(w.to[k]) + i + u * kThreads, v[u][k]);
+    }
+    done = packs * 16;
+  }
+  for (size_t i = done + blockIdx.x * static_cast<size_t>(kThreads) + threadIdx.x; i < w.bytes; i += stride) {
+    char v[kDevMaxDirect];
+#pragma unroll
+    for (int k = 0; k < kDevMaxDirect; ++k)
+      if (k < n) v[k] = w.send[k][i];
+#pragma unroll
+    for (int k = 0; k < kDevMaxDirect; ++k)
+      if (k < n) w.to[k][i] = v[k];
+  }
+}
+
 // Waits for the proxy of a staged operation (and hands it over, given `go`;
 // only that, given no `done`).
 // Gentle on the memory system (it polls host memory over PCIe): a short sleep
@@ -326,7 +366,15 @@ cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream)
 }
 
 cudaError_t devLaunchFused(const DevFusedWork& f, cudaStream_t stream) {
-  return launchAny(f, f.blocksPerRank * f.nParts, stream);
+  return launchAny(f, f.blocksPerRank * f.w.ctx.nranks, stream);
+}
+
+cudaError_t devLaunchPermute(const DevPermWork& w, int blocks, cudaStream_t stream) {
+  if (w.n <= kDevMaxDirect / 8) permuteKernel<8><<<blocks, kThreads, 0, stream>>>(w);
+  else if (w.n <= kDevMaxDirect / 4) permuteKernel<4><<<blocks, kThreads, 0, stream>>>(w);
+  else if (w.n <= kDevMaxDirect / 2) permuteKernel<2><<<blocks, kThreads, 0, stream>>>(w);
+  else permuteKernel<1><<<blocks, kThreads, 0, stream>>>(w);
+  return cudaGetLastError();
 }
 
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream) {

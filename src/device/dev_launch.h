@@ -13,8 +13,10 @@ constexpr int kDevThreads = 512;  // threads per block (one block per channel)
 
 // One collective: `blocks` blocks (w.nChannels for ring work; any number for DevColl::Local).
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream);
-// Several ranks' direct calls as one: f.nParts x f.blocksPerRank blocks.
+// Every rank's direct call as one: nranks x f.blocksPerRank blocks.
 cudaError_t devLaunchFused(const DevFusedWork& f, cudaStream_t stream);
+// A group's sends and receives that form a permutation of its ranks' buffers.
+cudaError_t devLaunchPermute(const DevPermWork& w, int blocks, cudaStream_t stream);
 // A group's point-to-point operations: w.nBlocks blocks.
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
 // A staged operation's wait (coll/dev_staged.cc): one thread writes `seq` to

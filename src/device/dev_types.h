@@ -166,30 +166,24 @@ struct DevCollWork {
   uint32_t mapped[kDevMaxDirect];  // what this rank publishes as its slot's `mapped`
 };
 
-// One launch for the direct calls of several ranks of one process on one GPU
-// (one group, one call each: coll/dev_coll.cc devRunTogether). Blocks
-// [i x blocksPerRank, (i + 1) x blocksPerRank) run part i: `w` with that
-// rank's own fields below, as its own launch of blocksPerRank blocks would.
-// One launch starts every rank's blocks at once, where separate launches
-// start one after another (and the ranks' start barrier waits for the last).
+// One launch for the direct calls of every rank of a communicator whose
+// ranks all live in this process on one GPU (one group, one call each:
+// coll/dev_coll.cc devRunTogether). Blocks [k x blocksPerRank, (k + 1) x
+// blocksPerRank) run rank k's part, as its own launch of blocksPerRank
+// blocks would, with rank k's buffers and scalars from parts[k]. One launch
+// starts every rank's blocks at once, where separate launches start one
+// after another (and the ranks' start barrier waits for the last).
 struct DevRankPart {
-  DevCtx ctx;
   const void* send;
   void* recv;
-  DevChan* sendCh;
-  DevChan* recvCh;
   double scalarF;
   int64_t scalarI;
   const void* scalarPtr;
 };
 struct DevFusedWork {
-  DevCollWork w;  // what the parts share: the collective, type, op, count, slots
+  DevCollWork w;  // what the ranks share: the collective, type, op, count, root, nranks
   int32_t blocksPerRank;
-  int32_t nParts;
-  // Part k is rank k, for every rank of the communicator: the kernel needs no
-  // start or end barrier in the slots (nor touches them), since the launch
-  // already follows every rank's stream and precedes each one's next work.
-  int32_t allRanks;
+  int32_t pad;
   DevRankPart parts[kDevMaxDirect];
 };
 
@@ -268,6 +262,21 @@ struct DevP2pWork {
   int32_t pad;
   uint64_t selfBytes;     // of every self copy together (a block copies about selfBytes / nBlocks)
   DevP2pOp ops[kDevMaxP2pOps];
+};
+
+// A group's sends and receives where every rank of a communicator in this
+// process on one GPU sends one buffer to one rank and receives as many bytes
+// from one rank, so that the sends form a permutation (sendrecv's ring, in
+// place or not): one launch moves rank k's bytes from send[k] to to[k] (its
+// receiver's buffer). Each thread reads its 16-byte pack of every send
+// buffer before it writes any, so in place needs no copy (coll/dev_coll.cc
+// devRunTogether).
+struct DevPermWork {
+  const char* send[kDevMaxDirect];
+  char* to[kDevMaxDirect];
+  int32_t n;
+  int32_t pad;
+  uint64_t bytes;
 };
 
 // ncclWaitSignal on device windows (coll/rma_dev.cc): one thread waits until

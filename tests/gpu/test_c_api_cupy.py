@@ -3,6 +3,7 @@ CuPy as the independent reference: several ranks on the one GPU from one
 thread (ncclCommInitAll with devlist {0,0,0,0}), abort of a collective that
 waits for a rank that never comes (the GPU stays usable), ncclMemAlloc, and a
 soak of a few thousand random collectives."""
+import concurrent.futures
 import contextlib
 import ctypes
 import time
@@ -129,6 +130,20 @@ extern "C" __global__ void spin(unsigned long long ns) {
 }""", "spin")
 
 
+def finish(streams, comms, seconds=60):
+    """Waits for every stream. Ranks of one process that share a stream
+    need their group's one launch: launched per rank, the first kernel waits
+    for ranks queued behind it until ACCL_TIMEOUT. Past `seconds`, abort the
+    communicators (the kernels leave) and fail rather than wait that out."""
+    deadline = time.monotonic() + seconds
+    while not all(st.done for st in streams):
+        if time.monotonic() > deadline:
+            for c in comms:
+                lib.ncclCommAbort(c)
+            pytest.fail("the streams did not finish: a kernel waits for a rank queued behind it")
+        time.sleep(0.005)
+
+
 @pytest.mark.parametrize("layout", ["own", "one", "shared"])
 def test_group_launch_keeps_every_stream_in_order(layout):
     # A group of one all-reduce per rank runs as one launch on rank 0's
@@ -136,7 +151,9 @@ def test_group_launch_keeps_every_stream_in_order(layout):
     # each rank queued before it on its stream, and end before what each
     # queued after it: here every rank's input is written late (the last
     # rank's latest), and every rank reads its output on its stream right
-    # after the call. Streams: one per rank, one for all, two ranks sharing one.
+    # after the call. Streams: one per rank, one for all, two ranks sharing
+    # one. A second all-reduce of the outputs then goes on other streams,
+    # which must first wait for the communicators' earlier work.
     nranks, n = 4, (1 << 20) + 5
     comms = init_all(nranks)
     pool = streams(3)
@@ -155,17 +172,92 @@ def test_group_launch_keeps_every_stream_in_order(layout):
     for r in range(nranks):
         with s[r]:
             reads.append(outs[r] * 2)
-    want = 2 * sum(range(1, nranks + 1))
+    later = streams(nranks)
+    with Group():
+        for r in range(nranks):
+            check(lib.ncclAllReduce(ptr(outs[r]), ptr(xs[r]), n, 2, SUM, comms[r], ctypes.c_void_p(later[r].ptr)), "ar")
+    finish(s + later, comms)
+    want = sum(range(1, nranks + 1))
     for r in range(nranks):
-        s[r].synchronize()
-        assert int(reads[r].min()) == int(reads[r].max()) == want, r
+        assert int(reads[r].min()) == int(reads[r].max()) == 2 * want, r
+        assert int(xs[r].min()) == int(xs[r].max()) == nranks * want, r
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["in_place", "apart"])
+def test_group_of_sends_in_a_ring_runs_as_one_launch(in_place):
+    # One send and one receive per rank, every rank in one group, 4 ranks on
+    # their own streams: rank r sends to r + 1 (a permutation, one launch:
+    # coll/dev_coll.cc devRunTogether). Inputs are written late on every
+    # rank's stream and outputs read right after on each; the size leaves a
+    # tail after the 16-byte packs.
+    nranks, n = 4, (3 << 20) + 7
+    comms = init_all(nranks)
+    s = streams(nranks)
+    send = [cp.zeros(n, cp.uint8) for _ in range(nranks)]
+    recv = send if in_place else [cp.zeros(n, cp.uint8) for _ in range(nranks)]
+    cp.cuda.Device().synchronize()
+    for r in range(nranks):
+        with s[r]:
+            SPIN((1,), (1,), (np.uint64(20_000_000 * (nranks - r)),))
+            send[r][:] = cp.arange(n, dtype=cp.uint32).astype(cp.uint8) + r
+    with Group():
+        for r in range(nranks):
+            st = ctypes.c_void_p(s[r].ptr)
+            check(lib.ncclSend(ptr(send[r]), n, 1, (r + 1) % nranks, comms[r], st), "ncclSend")
+            check(lib.ncclRecv(ptr(recv[r]), n, 1, (r - 1) % nranks, comms[r], st), "ncclRecv")
+    reads = []
+    for r in range(nranks):
+        with s[r]:
+            reads.append(recv[r].copy())
+    finish(s, comms)
+    for r in range(nranks):
+        want = (np.arange(n, dtype=np.uint32) + (r - 1) % nranks).astype(np.uint8)
+        assert np.array_equal(cp.asnumpy(reads[r]), want), r
+    for c in comms:
+        check(lib.ncclCommDestroy(c), "ncclCommDestroy")
+
+
+def test_group_launch_in_one_capture():
+    # Every rank's stream in one capture (forked from rank 0's and joined
+    # back): the group's one launch and its join events go into the graph,
+    # and each replay computes from the inputs as they are then.
+    nranks, n = 4, (1 << 20) + 3
+    comms = init_all(nranks)
+    s = streams(nranks)
+    xs = [cp.zeros(n, cp.int32) for _ in range(nranks)]
+    outs = [cp.zeros(n, cp.int32) for _ in range(nranks)]
+    cp.cuda.Device().synchronize()
+    fork, joins = cp.cuda.Event(), [cp.cuda.Event() for _ in range(nranks)]
+    s[0].begin_capture(getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", None))
+    fork.record(s[0])
+    for r in range(1, nranks):
+        s[r].wait_event(fork)
+    with Group():
+        for r in range(nranks):
+            check(lib.ncclAllReduce(ptr(xs[r]), ptr(outs[r]), n, 2, SUM, comms[r], ctypes.c_void_p(s[r].ptr)), "ar")
+    for r in range(1, nranks):
+        joins[r].record(s[r])
+        s[0].wait_event(joins[r])
+    graph = s[0].end_capture()
+    for scale in (1, 3):
+        with s[0]:
+            for r in range(nranks):
+                xs[r].fill(scale * (r + 1))
+                outs[r].fill(0)
+        graph.launch(s[0])
+        finish([s[0]], comms)
+        want = scale * sum(range(1, nranks + 1))
+        for r in range(nranks):
+            assert int(outs[r].min()) == int(outs[r].max()) == want, (scale, r)
     for c in comms:
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
 
 def test_group_of_unlike_calls_fails_cleanly():
     # Counts that differ keep a group's calls from one launch (coll/dev_coll.cc
-    # runTogether): each rank's own kernel then finds the other count, and the
+    # collsTogether): each rank's own kernel then finds the other count, and the
     # call fails on every rank with ncclInvalidUsage, without a hang.
     nranks = 3
     comms = init_all(nranks)
@@ -283,25 +375,40 @@ def test_sends_ahead_of_their_receiver_wait_for_free_slots():
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
 
+@pytest.mark.parametrize("grouped", [True, False], ids=["one_group", "thread_per_rank"])
 @pytest.mark.parametrize("count", [5, 1 << 20, 40 << 20])
 @pytest.mark.parametrize("nranks", [2, 3])
-def test_sendrecv_in_place(nranks, count):
+def test_sendrecv_in_place(nranks, count, grouped):
     # Each rank sends its buffer to the next and receives into the same
-    # buffer from the previous one, in one group: it must send what the
-    # buffer held before the group (docs/api-status.md), through the slots
-    # (5 B, 1 MiB) and copied directly (40 MiB, above what the slots hold),
-    # whichever end copies first.
+    # buffer from the previous one: it must send what the buffer held before
+    # the group (docs/api-status.md). In one group of every rank, one launch
+    # moves the ring (coll/dev_coll.cc devRunTogether: each thread reads
+    # every rank's bytes before it writes any). With a thread and a group per
+    # rank, each rank launches its own: through the slots (5 B, 1 MiB) and
+    # copied directly (40 MiB, above what the slots hold), whichever end
+    # copies first.
     comms = init_all(nranks)
     s = streams(nranks)
     rng = np.random.default_rng(count + nranks)
     bufs = [cp.asarray(rng.integers(0, 256, count, dtype=np.uint8)) for _ in range(nranks)]
     before = [b.copy() for b in bufs]
     cp.cuda.Device().synchronize()
-    with Group():
-        for r in range(nranks):
-            st = ctypes.c_void_p(s[r].ptr)
-            check(lib.ncclSend(ptr(bufs[r]), count, 1, (r + 1) % nranks, comms[r], st), "ncclSend")
-            check(lib.ncclRecv(ptr(bufs[r]), count, 1, (r - 1) % nranks, comms[r], st), "ncclRecv")
+
+    def rank(r):
+        st = ctypes.c_void_p(s[r].ptr)
+        check(lib.ncclSend(ptr(bufs[r]), count, 1, (r + 1) % nranks, comms[r], st), "ncclSend")
+        check(lib.ncclRecv(ptr(bufs[r]), count, 1, (r - 1) % nranks, comms[r], st), "ncclRecv")
+
+    if grouped:
+        with Group():
+            for r in range(nranks):
+                rank(r)
+    else:
+        def alone(r):
+            with Group():
+                rank(r)
+        with concurrent.futures.ThreadPoolExecutor(nranks) as pool:
+            list(pool.map(alone, range(nranks)))
     for r in range(nranks):
         s[r].synchronize()
         assert bool(cp.array_equal(bufs[r], before[(r - 1) % nranks])), r

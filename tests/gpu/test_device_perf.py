@@ -115,10 +115,11 @@ def test_cuda_graphs(drivers):
     run(drivers, "all_reduce", "-b", "8", "-e", "8M", "-f", "16", "-n", "2", "-w", "1", "-c", "1", "-g", "2", "-G", "5")
 
 
-@pytest.mark.parametrize("name", ["all_reduce", "reduce", "gather", "scatter", "alltoall", "all_gather"])
+@pytest.mark.parametrize("name", ["all_reduce", "reduce", "gather", "scatter", "alltoall", "all_gather", "sendrecv"])
 def test_group_launch(drivers, name):
     # -g 4: one thread's group holds a call of each of four ranks, each on its
-    # own stream: they run as one launch (coll/dev_coll.cc devRunTogether),
+    # own stream: they run as one launch (coll/dev_coll.cc devRunTogether;
+    # sendrecv's ring too, a permutation of the ranks' buffers),
     # and ACCL_GROUP_LAUNCH=0 launches per rank; both check every result,
     # at sizes with a tail after the 16-byte vectors, in place and not. -G
     # captures each stream into a graph of its own: launches per rank there
