@@ -188,7 +188,10 @@ ncclResult_t groupEnd() {
       const bool pair = ops.size() == 2 && isP2p(ops[0].kind) && isP2p(ops[1].kind);
       if (!(coll || pair) || !ops[0].onDevice || !ops.back().onDevice) continue;
       std::unique_ptr<CommUse> use(new CommUse(CommUse::ifLive(parts[i].first)));
-      if (!*use) continue;
+      // Sends and receives whose connections are not made yet take the usual
+      // way once, which makes them: a launch per rank needs them later (a
+      // graph per stream cannot make them while capturing).
+      if (!*use || (pair && !devQueuesOnly(parts[i].first, ops))) continue;
       small.emplace_back(parts[i].first, &ops);
       smallAt.push_back(i);
       pins.push_back(std::move(use));
