@@ -725,12 +725,12 @@ ncclResult_t devRunTogether(const std::vector<GroupPart>& parts, const std::vect
   if (collsTogether(group)) {
     r = launchColls(group);
   } else if (permutation(group, &perm)) {
-    const size_t perBlock = static_cast<size_t>(kDevThreads) * 16 * 4;
-    const int blocks = static_cast<int>(std::min<size_t>((perm.bytes + perBlock - 1) / perBlock,
-                                                         static_cast<size_t>(comm0->dev->smCount) * 2));
-    r = enqueueTogether(group, [&](cudaStream_t s0) { return devLaunchPermute(perm, std::max(1, blocks), s0); });
-  } else {
-    return ncclInternalError;  // devTogetherSets chose it
+    const int most = comm0->dev->smCount * 2;
+    r = enqueueTogether(group, [&](cudaStream_t s0) { return devLaunchPermute(perm, most, s0); });
+  } else {  // devTogetherSets chose it: only a capture that began or ended since could change that
+    WARN("%s (%s, rank %d): the group's one launch is no longer possible (did a stream's capture change?)",
+         (*group[0].ops)[0].opName, comm0->name.c_str(), comm0->rank);
+    return ncclInternalError;
   }
   DevState& d = *comm0->dev;
   if (r == ncclSuccess && !d.toldGroupLaunch) {  // once per rank whose stream launches

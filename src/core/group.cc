@@ -232,6 +232,7 @@ ncclResult_t groupEnd() {
     ncclResult_t r = runCommOps(c, ops);
     if (first == ncclSuccess) first = r;
   }
+  pins.clear();  // every set is enqueued; the threaded jobs pin their own
   bool ran = true;
   ncclResult_t r = runConcurrently(jobs, &ran);
   if (!ran) failNeverRan(threaded, r);

@@ -369,10 +369,13 @@ cudaError_t devLaunchFused(const DevFusedWork& f, cudaStream_t stream) {
   return launchAny(f, f.blocksPerRank * f.w.ctx.nranks, stream);
 }
 
-cudaError_t devLaunchPermute(const DevPermWork& w, int blocks, cudaStream_t stream) {
-  if (w.n <= kDevMaxDirect / 8) permuteKernel<8><<<blocks, kThreads, 0, stream>>>(w);
-  else if (w.n <= kDevMaxDirect / 4) permuteKernel<4><<<blocks, kThreads, 0, stream>>>(w);
-  else if (w.n <= kDevMaxDirect / 2) permuteKernel<2><<<blocks, kThreads, 0, stream>>>(w);
+cudaError_t devLaunchPermute(const DevPermWork& w, int maxBlocks, cudaStream_t stream) {
+  const int u = w.n <= kDevMaxDirect / 8 ? 8 : w.n <= kDevMaxDirect / 4 ? 4 : w.n <= kDevMaxDirect / 2 ? 2 : 1;
+  const size_t perBlock = static_cast<size_t>(kThreads) * 16 * u;  // one step of a block
+  const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>((w.bytes + perBlock - 1) / perBlock, maxBlocks)));
+  if (u == 8) permuteKernel<8><<<blocks, kThreads, 0, stream>>>(w);
+  else if (u == 4) permuteKernel<4><<<blocks, kThreads, 0, stream>>>(w);
+  else if (u == 2) permuteKernel<2><<<blocks, kThreads, 0, stream>>>(w);
   else permuteKernel<1><<<blocks, kThreads, 0, stream>>>(w);
   return cudaGetLastError();
 }

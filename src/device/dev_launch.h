@@ -15,8 +15,9 @@ constexpr int kDevThreads = 512;  // threads per block (one block per channel)
 cudaError_t devLaunchColl(const DevCollWork& w, int blocks, cudaStream_t stream);
 // Every rank's direct call as one: nranks x f.blocksPerRank blocks.
 cudaError_t devLaunchFused(const DevFusedWork& f, cudaStream_t stream);
-// A group's sends and receives that form a permutation of its ranks' buffers.
-cudaError_t devLaunchPermute(const DevPermWork& w, int blocks, cudaStream_t stream);
+// A group's sends and receives that form a permutation of its ranks'
+// buffers: as many blocks as the bytes give work to, at most maxBlocks.
+cudaError_t devLaunchPermute(const DevPermWork& w, int maxBlocks, cudaStream_t stream);
 // A group's point-to-point operations: w.nBlocks blocks.
 cudaError_t devLaunchP2p(const DevP2pWork& w, cudaStream_t stream);
 // A staged operation's wait (coll/dev_staged.cc): one thread writes `seq` to

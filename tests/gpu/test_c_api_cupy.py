@@ -185,28 +185,39 @@ def test_group_launch_keeps_every_stream_in_order(layout):
         check(lib.ncclCommDestroy(c), "ncclCommDestroy")
 
 
-@pytest.mark.parametrize("in_place", [True, False], ids=["in_place", "apart"])
-def test_group_of_sends_in_a_ring_runs_as_one_launch(in_place):
-    # One send and one receive per rank, every rank in one group, 4 ranks on
-    # their own streams: rank r sends to r + 1 (a permutation, one launch:
-    # coll/dev_coll.cc devRunTogether). Inputs are written late on every
-    # rank's stream and outputs read right after on each; the size leaves a
-    # tail after the 16-byte packs.
-    nranks, n = 4, (3 << 20) + 7
-    comms = init_all(nranks)
-    s = streams(nranks)
-    send = [cp.zeros(n, cp.uint8) for _ in range(nranks)]
-    recv = send if in_place else [cp.zeros(n, cp.uint8) for _ in range(nranks)]
-    cp.cuda.Device().synchronize()
-    for r in range(nranks):
-        with s[r]:
-            SPIN((1,), (1,), (np.uint64(20_000_000 * (nranks - r)),))
-            send[r][:] = cp.arange(n, dtype=cp.uint32).astype(cp.uint8) + r
+def ring(comms, s, send, recv, n):
+    """Rank r sends n bytes to r + 1 and receives from r - 1, in one group."""
+    nranks = len(comms)
     with Group():
         for r in range(nranks):
             st = ctypes.c_void_p(s[r].ptr)
             check(lib.ncclSend(ptr(send[r]), n, 1, (r + 1) % nranks, comms[r], st), "ncclSend")
             check(lib.ncclRecv(ptr(recv[r]), n, 1, (r - 1) % nranks, comms[r], st), "ncclRecv")
+
+
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "odd_address"])
+@pytest.mark.parametrize("in_place", [True, False], ids=["in_place", "apart"])
+def test_group_of_sends_in_a_ring_runs_as_one_launch(in_place, offset):
+    # One send and one receive per rank, every rank in one group, 4 ranks on
+    # their own streams: rank r sends to r + 1 (a permutation, one launch:
+    # coll/dev_coll.cc devRunTogether, once a first group made the
+    # connections). Inputs are written late on every rank's stream and
+    # outputs read right after on each; the size leaves a tail after the
+    # 16-byte packs, and an odd address takes the bytewise loop.
+    nranks, n = 4, (3 << 20) + 7
+    comms = init_all(nranks)
+    s = streams(nranks)
+    scratch = [cp.zeros(n, cp.uint8) for _ in range(nranks)]
+    ring(comms, s, scratch, scratch, n)  # makes the connections the usual way
+    send = [cp.zeros(n + 1, cp.uint8)[offset:offset + n] for _ in range(nranks)]
+    recv = send if in_place else [cp.zeros(n + 1, cp.uint8)[offset:offset + n] for _ in range(nranks)]
+    finish(s, comms)
+    cp.cuda.Device().synchronize()
+    for r in range(nranks):
+        with s[r]:
+            SPIN((1,), (1,), (np.uint64(20_000_000 * (nranks - r)),))
+            send[r][:] = cp.arange(n, dtype=cp.uint32).astype(cp.uint8) + r
+    ring(comms, s, send, recv, n)
     reads = []
     for r in range(nranks):
         with s[r]:
@@ -383,7 +394,8 @@ def test_sendrecv_in_place(nranks, count, grouped):
     # buffer from the previous one: it must send what the buffer held before
     # the group (docs/api-status.md). In one group of every rank, one launch
     # moves the ring (coll/dev_coll.cc devRunTogether: each thread reads
-    # every rank's bytes before it writes any). With a thread and a group per
+    # every rank's bytes before it writes any), once a first group made the
+    # connections. With a thread and a group per
     # rank, each rank launches its own: through the slots (5 B, 1 MiB) and
     # copied directly (40 MiB, above what the slots hold), whichever end
     # copies first.
@@ -392,6 +404,9 @@ def test_sendrecv_in_place(nranks, count, grouped):
     rng = np.random.default_rng(count + nranks)
     bufs = [cp.asarray(rng.integers(0, 256, count, dtype=np.uint8)) for _ in range(nranks)]
     before = [b.copy() for b in bufs]
+    if grouped:  # a first group makes the connections (the usual way); the checked one is the one launch
+        scratch = [cp.zeros(count, cp.uint8) for _ in range(nranks)]
+        ring(comms, s, scratch, scratch, count)
     cp.cuda.Device().synchronize()
 
     def rank(r):

@@ -131,6 +131,9 @@ def test_group_launch(drivers, name):
     env = dict(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
     assert line in run(drivers, name, *args, **env).log
     assert line not in run(drivers, name, *args, ACCL_GROUP_LAUNCH="0", **env).log
+    # Bytes with a tail after the 16-byte packs (sendrecv: every size above is a multiple of 16 but 4 B).
+    assert line in run(drivers, name, "-b", "1000003", "-e", "1000003", "-n", "2", "-w", "1", "-c", "1", "-g", "4",
+                       "-d", "int8", **env).log
     run(drivers, name, "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "-c", "1", "-g", "4", "-G", "2")
 
 
