@@ -29,6 +29,7 @@
 
 #include "coll/dev_state.h"
 #include "coll/host_direct.h"
+#include "coll/permutation.h"
 #include "coll/rma.h"
 #include "coll/rma_dev.h"
 #include "device/dev_launch.h"
@@ -546,43 +547,45 @@ bool collsTogether(const std::vector<Part>& parts) {
   return true;
 }
 
-// Whether these groups of sends and receives (parts in rank order) form a
-// permutation that one launch moves (DevPermWork): every rank of the
-// communicator here, each with one send and one receive of the same bytes
-// as every other on one stream, rank k's receiver receiving from rank k,
-// ACCL_P2P_DIRECT allowing each pair, each rank's two buffers the same or
-// apart, and the streams in one capture or none. Fills *w.
+// Whether these groups of sends and receives (parts in rank order: every
+// rank of the communicator) form a permutation that one launch moves
+// (coll/permutation.h): each with one send and one receive on one stream,
+// the streams in one capture or none. Fills *w.
 bool permutation(const std::vector<Part>& parts, DevPermWork* w) {
   const int n = parts[0].comm->nranks;
   if (static_cast<int>(parts.size()) != n) return false;
   const unsigned long long capture = captureOf(parts[0].stream());
   if (capture == ~0ull) return false;
-  std::vector<const CollArgs*> send(n), recv(n);
+  std::vector<RankSendRecv> ranks(n);
   for (int k = 0; k < n; ++k) {
     const std::vector<CollArgs>& ops = *parts[k].ops;
     if (parts[k].comm->rank != k || ops.size() != 2 || ops[0].kind == ops[1].kind || ops[0].stream != ops[1].stream)
       return false;
-    for (const CollArgs& a : ops) {
-      if (!isP2p(a.kind) || a.root < 0 || a.root >= n) return false;
-      (a.kind == CollKind::Send ? send[k] : recv[k]) = &a;
-    }
     if (parts[k].stream() != parts[0].stream() && captureOf(parts[k].stream()) != capture) return false;
+    RankSendRecv& r = ranks[k];
+    for (const CollArgs& a : ops) {
+      if (!isP2p(a.kind)) return false;
+      const size_t bytes = a.count * typeSize(a.type);
+      if (a.kind == CollKind::Send) {
+        r.sendTo = a.root;
+        r.sendBytes = bytes;
+        r.send = a.sendbuff;
+      } else {
+        r.recvFrom = a.root;
+        r.recvBytes = bytes;
+        r.recv = a.recvbuff;
+      }
+    }
+    const std::vector<bool>& direct = parts[k].comm->dev->p2pDirect;
+    r.direct = r.sendTo >= 0 && r.sendTo < static_cast<int>(direct.size()) && direct[r.sendTo];
   }
-  const size_t bytes = send[0]->count * typeSize(send[0]->type);
-  if (bytes == 0) return false;
+  if (!formsPermutation(ranks)) return false;
   for (int k = 0; k < n; ++k) {
-    const int to = send[k]->root;
-    const DevState& d = *parts[k].comm->dev;
-    if (recv[to]->root != k || (to != k && !d.p2pDirect[to])) return false;
-    if (send[k]->count * typeSize(send[k]->type) != bytes || recv[k]->count * typeSize(recv[k]->type) != bytes)
-      return false;
-    if (send[k]->sendbuff != recv[k]->recvbuff && rangesOverlap(send[k]->sendbuff, bytes, recv[k]->recvbuff, bytes))
-      return false;
-    w->send[k] = static_cast<const char*>(send[k]->sendbuff);
-    w->to[k] = static_cast<char*>(recv[to]->recvbuff);
+    w->send[k] = static_cast<const char*>(ranks[k].send);
+    w->to[k] = static_cast<char*>(const_cast<void*>(ranks[ranks[k].sendTo].recv));
   }
   w->n = n;
-  w->bytes = bytes;
+  w->bytes = ranks[0].sendBytes;
   return true;
 }
 

@@ -39,6 +39,7 @@
 #include "core/sha256.h"
 #include "coll/host_direct_state.h"
 #include "coll/host_direct_wait.h"
+#include "coll/permutation.h"
 #include "coll/reg_table.h"
 #include "coll/tree.h"
 #include "coll/tuner.h"
@@ -1317,6 +1318,53 @@ TEST(connections_outlive_the_walks_that_found_them) {
   CHECK_EQ(sawGone.load(), 0);
   CHECK(gone[0].load() && gone[1].load());
   CHECK(comm.sendConns.empty() && comm.recvConns.empty());
+}
+
+// A group's sends and receives that one launch may move (coll/permutation.h):
+// each rank sends to one rank and receives from one, and the two agree.
+TEST(sends_and_receives_form_a_permutation) {
+  std::vector<char> mem(1 << 12);
+  auto ring = [&](int n, size_t bytes, bool inPlace) {
+    std::vector<accl::RankSendRecv> r(n);
+    for (int k = 0; k < n; ++k) {
+      r[k].sendTo = (k + 1) % n;
+      r[k].recvFrom = (k + n - 1) % n;
+      r[k].sendBytes = r[k].recvBytes = bytes;
+      r[k].send = mem.data() + 200 * k;
+      r[k].recv = inPlace ? r[k].send : mem.data() + 2000 + 200 * k;
+    }
+    return r;
+  };
+  CHECK(accl::formsPermutation(ring(4, 100, true)));
+  CHECK(accl::formsPermutation(ring(4, 100, false)));
+  CHECK(accl::formsPermutation(ring(1, 100, true)));  // to self
+  auto pairs = ring(4, 100, false);  // 0 <-> 1, 2 <-> 3
+  for (int k = 0; k < 4; ++k) pairs[k].sendTo = pairs[k].recvFrom = k ^ 1;
+  CHECK(accl::formsPermutation(pairs));
+  auto twoToOne = ring(3, 100, false);  // ranks 0 and 1 both send to 2: rank 2 receives from 1 only
+  twoToOne[0].sendTo = 2;
+  twoToOne[1].recvFrom = 2;  // still one receive per rank, but nobody sends to 1
+  CHECK(!accl::formsPermutation(twoToOne));
+  auto wrongSource = ring(4, 100, false);
+  wrongSource[2].recvFrom = 0;  // rank 1 sends to 2, which receives from 0
+  CHECK(!accl::formsPermutation(wrongSource));
+  auto sizes = ring(4, 100, false);
+  sizes[3].recvBytes = 96;
+  CHECK(!accl::formsPermutation(sizes));
+  CHECK(!accl::formsPermutation(ring(4, 0, false)));
+  auto overlap = ring(4, 100, false);
+  overlap[1].recv = static_cast<const char*>(overlap[1].send) + 50;  // neither the same nor apart
+  CHECK(!accl::formsPermutation(overlap));
+  auto slots = ring(4, 100, false);
+  slots[0].direct = false;  // ACCL_P2P_DIRECT keeps rank 0's send on the slots
+  CHECK(!accl::formsPermutation(slots));
+  auto self = ring(1, 100, false);
+  self[0].direct = false;  // a copy to self needs no peer's permission
+  CHECK(accl::formsPermutation(self));
+  auto outside = ring(4, 100, false);
+  outside[3].sendTo = 4;
+  CHECK(!accl::formsPermutation(outside));
+  CHECK(!accl::formsPermutation({}));
 }
 
 }  // namespace
