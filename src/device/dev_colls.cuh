@@ -93,11 +93,17 @@ __device__ void ringReduceScatter(RingPrims<T, K>& p, const T* src, T* dst, size
   }
 }
 
+// A rank's PreMulSum scalar: in device memory (ncclScalarDevice) or given.
+template <typename T>
+__device__ T scalarOf(const void* ptr, double f, int64_t i) {
+  return ptr ? *static_cast<const T*>(ptr) : ScalarFrom<T>::get(f, i);
+}
+
 // The op with this rank's scalar (PreMulSum, SumPostDiv).
 template <typename T, DevOp K>
 __device__ Red<T, K> redOf(const DevCollWork& w) {
   Red<T, K> r;
-  r.k = w.scalarPtr ? *static_cast<const T*>(w.scalarPtr) : ScalarFrom<T>::get(w.scalarF, w.scalarI);
+  r.k = scalarOf<T>(w.scalarPtr, w.scalarF, w.scalarI);
   r.div = w.scalarI;
   return r;
 }
@@ -170,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) fusedKernel(DevFusedWork f) {
     const DevRankPart& p = f.parts[threadIdx.x];
     ins[threadIdx.x] = static_cast<const T*>(p.send);
     outs[threadIdx.x] = static_cast<T*>(p.recv);
-    ks[threadIdx.x] = p.scalarPtr ? *static_cast<const T*>(p.scalarPtr) : ScalarFrom<T>::get(p.scalarF, p.scalarI);
+    ks[threadIdx.x] = scalarOf<T>(p.scalarPtr, p.scalarF, p.scalarI);
   }
   __syncthreads();
   Red<T, K> r;
