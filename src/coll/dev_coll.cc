@@ -528,20 +528,27 @@ struct Part {
   cudaStream_t stream() const { return static_cast<cudaStream_t>((*ops)[0].stream); }
 };
 
-// Whether these collectives, one per rank of one communicator whose ranks
-// all live in this process on one GPU, can run as one launch: the same
-// collective, datatype, op, root and count, and their streams all in one
-// capture or in none (a graph per stream, as nccl-tests' -G captures, holds
-// each rank's own launch: an event from another capture would join the two).
-bool collsTogether(const std::vector<Part>& parts) {
-  const CollArgs& a = (*parts[0].ops)[0];
+// Whether the parts' streams are all in one capture or in none (a graph per
+// stream, as nccl-tests' -G captures, holds each rank's own launch: an event
+// from another capture would join the two); *captured: in one.
+bool oneCapture(const std::vector<Part>& parts, bool* captured) {
   const unsigned long long capture = captureOf(parts[0].stream());
   if (capture == ~0ull) return false;
+  for (const Part& p : parts)
+    if (p.stream() != parts[0].stream() && captureOf(p.stream()) != capture) return false;
+  *captured = capture != 0;
+  return true;
+}
+
+// Whether these collectives, one per rank of one communicator whose ranks
+// all live in this process on one GPU, are alike: the same collective,
+// datatype, op, root and count.
+bool collsAlike(const std::vector<Part>& parts) {
+  const CollArgs& a = (*parts[0].ops)[0];
   for (const Part& p : parts) {
     const CollArgs& c = (*p.ops)[0];
     if (p.ops->size() != 1 || isP2p(c.kind) || c.kind != a.kind || c.type != a.type ||
-        devOpOf(c.red.kind) != devOpOf(a.red.kind) || c.root != a.root || c.count != a.count ||
-        (c.stream != a.stream && captureOf(p.stream()) != capture))
+        devOpOf(c.red.kind) != devOpOf(a.red.kind) || c.root != a.root || c.count != a.count)
       return false;
   }
   return true;
@@ -549,19 +556,16 @@ bool collsTogether(const std::vector<Part>& parts) {
 
 // Whether these groups of sends and receives (parts in rank order: every
 // rank of the communicator) form a permutation that one launch moves
-// (coll/permutation.h): each with one send and one receive on one stream,
-// the streams in one capture or none. Fills *w.
+// (coll/permutation.h): each with one send and one receive on one stream.
+// Fills *w.
 bool permutation(const std::vector<Part>& parts, DevPermWork* w) {
   const int n = parts[0].comm->nranks;
   if (static_cast<int>(parts.size()) != n) return false;
-  const unsigned long long capture = captureOf(parts[0].stream());
-  if (capture == ~0ull) return false;
   std::vector<RankSendRecv> ranks(n);
   for (int k = 0; k < n; ++k) {
     const std::vector<CollArgs>& ops = *parts[k].ops;
     if (parts[k].comm->rank != k || ops.size() != 2 || ops[0].kind == ops[1].kind || ops[0].stream != ops[1].stream)
       return false;
-    if (parts[k].stream() != parts[0].stream() && captureOf(parts[k].stream()) != capture) return false;
     RankSendRecv& r = ranks[k];
     for (const CollArgs& a : ops) {
       if (!isP2p(a.kind)) return false;
@@ -592,13 +596,13 @@ bool permutation(const std::vector<Part>& parts, DevPermWork* w) {
 // Enqueues `launch(s0)` on s0, the first part's stream: s0 first waits for
 // every other part's stream (and each communicator's earlier work) through
 // that communicator's join event, and every other stream then waits for the
-// launch through the first one's. Outside a capture every communicator then
-// records its last event on its own stream, as ordered() does.
+// launch through the first one's. Outside a capture (`cap`: the streams are
+// in one) every communicator then records its last event on its own stream,
+// as ordered() does.
 template <typename Launch>
-ncclResult_t enqueueTogether(const std::vector<Part>& parts, Launch launch) {
+ncclResult_t enqueueTogether(const std::vector<Part>& parts, bool cap, Launch launch) {
   ncclComm* comm0 = parts[0].comm;
   const cudaStream_t s0 = parts[0].stream();
-  const bool cap = captureOf(s0) != 0;
   cudaError_t e = cudaSuccess;
   auto note = [&e](cudaError_t r) {
     if (e == cudaSuccess) e = r;
@@ -640,8 +644,8 @@ ncclResult_t enqueueTogether(const std::vector<Part>& parts, Launch launch) {
 }
 
 // One launch of the collectives of `parts` (every rank in rank order;
-// collsTogether said so).
-ncclResult_t launchColls(const std::vector<Part>& parts) {
+// collsAlike said so).
+ncclResult_t launchColls(const std::vector<Part>& parts, bool captured) {
   DevFusedWork f{};
   std::vector<std::shared_ptr<void>> keep(parts.size());  // let go after the streams wait for the launch
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -659,7 +663,7 @@ ncclResult_t launchColls(const std::vector<Part>& parts) {
     }
     f.parts[i] = DevRankPart{w.send, w.recv, w.scalarF, w.scalarI, w.scalarPtr};
   }
-  return enqueueTogether(parts, [&](cudaStream_t s0) { return devLaunchFused(f, s0); });
+  return enqueueTogether(parts, captured, [&](cudaStream_t s0) { return devLaunchFused(f, s0); });
 }
 
 }  // namespace
@@ -696,45 +700,51 @@ ncclResult_t devRunCollective(const CollArgs& a) {
 
 bool devGroupLaunch() { return paramInt(Param::GroupLaunch) != 0; }
 
-std::vector<std::vector<size_t>> devTogetherSets(const std::vector<GroupPart>& parts) {
+namespace {
+
+std::vector<Part> partsOf(const std::vector<GroupPart>& parts, const std::vector<size_t>& set) {
+  std::vector<Part> group;
+  for (size_t i : set) group.push_back({parts[i].first, parts[i].second});
+  return group;
+}
+
+}  // namespace
+
+std::vector<TogetherSet> devTogetherSets(const std::vector<GroupPart>& parts) {
   std::map<DevDirectSlot*, std::vector<size_t>> byTable;  // one table per communicator's clique
   for (size_t i = 0; i < parts.size(); ++i) {
     const ncclComm* comm = parts[i].first;
     if (comm->dev && comm->dev->direct && comm->nhosts == 1 && comm->nranks > 1) byTable[comm->dev->direct].push_back(i);
   }
-  std::vector<std::vector<size_t>> sets;
-  for (auto& [table, set] : byTable) {
-    std::sort(set.begin(), set.end(), [&](size_t x, size_t y) { return parts[x].first->rank < parts[y].first->rank; });
+  std::vector<TogetherSet> sets;
+  for (auto& [table, indices] : byTable) {
+    std::sort(indices.begin(), indices.end(),
+              [&](size_t x, size_t y) { return parts[x].first->rank < parts[y].first->rank; });
     // Every rank, once: a launch of some would wait in the slots for ranks
     // that other threads drive, after this group's later parts on its streams.
-    bool every = static_cast<int>(set.size()) == parts[set[0]].first->nranks;
-    for (size_t k = 0; k < set.size(); ++k) every = every && parts[set[k]].first->rank == static_cast<int>(k);
+    bool every = static_cast<int>(indices.size()) == parts[indices[0]].first->nranks;
+    for (size_t k = 0; k < indices.size(); ++k) every = every && parts[indices[k]].first->rank == static_cast<int>(k);
     if (!every) continue;
-    std::vector<Part> group;
-    for (size_t i : set) group.push_back({parts[i].first, parts[i].second});
-    DevPermWork perm{};
-    if (collsTogether(group) || permutation(group, &perm)) sets.push_back(set);
+    TogetherSet set;
+    const std::vector<Part> group = partsOf(parts, indices);
+    if (!oneCapture(group, &set.captured)) continue;
+    set.permutation = !collsAlike(group);
+    if (set.permutation && !permutation(group, &set.perm)) continue;
+    set.parts = std::move(indices);
+    sets.push_back(std::move(set));
   }
   return sets;
 }
 
-ncclResult_t devRunTogether(const std::vector<GroupPart>& parts, const std::vector<size_t>& set) {
-  std::vector<Part> group;
-  for (size_t i : set) group.push_back({parts[i].first, parts[i].second});
+ncclResult_t devRunTogether(const std::vector<GroupPart>& parts, const TogetherSet& set) {
+  const std::vector<Part> group = partsOf(parts, set.parts);
   ncclComm* comm0 = group[0].comm;
   CUDACHECK(cudaSetDevice(comm0->cudaDev), "cudaSetDevice", comm0);
-  ncclResult_t r;
-  DevPermWork perm{};
-  if (collsTogether(group)) {
-    r = launchColls(group);
-  } else if (permutation(group, &perm)) {
-    const int most = comm0->dev->smCount * 2;
-    r = enqueueTogether(group, [&](cudaStream_t s0) { return devLaunchPermute(perm, most, s0); });
-  } else {  // devTogetherSets chose it: only a capture that began or ended since could change that
-    WARN("%s (%s, rank %d): the group's one launch is no longer possible (did a stream's capture change?)",
-         (*group[0].ops)[0].opName, comm0->name.c_str(), comm0->rank);
-    return ncclInternalError;
-  }
+  const int most = comm0->dev->smCount * 2;  // permutation blocks
+  const ncclResult_t r =
+      set.permutation
+          ? enqueueTogether(group, set.captured, [&](cudaStream_t s0) { return devLaunchPermute(set.perm, most, s0); })
+          : launchColls(group, set.captured);
   DevState& d = *comm0->dev;
   if (r == ncclSuccess && !d.toldGroupLaunch) {  // once per rank whose stream launches
     d.toldGroupLaunch = true;
@@ -969,8 +979,8 @@ ncclResult_t devReadScalar(const CollArgs&, void*, bool* copied) {
 }
 ncclResult_t devRunCollective(const CollArgs&) { return ncclInternalError; }
 bool devGroupLaunch() { return false; }
-std::vector<std::vector<size_t>> devTogetherSets(const std::vector<GroupPart>&) { return {}; }
-ncclResult_t devRunTogether(const std::vector<GroupPart>&, const std::vector<size_t>&) { return ncclInternalError; }
+std::vector<TogetherSet> devTogetherSets(const std::vector<GroupPart>&) { return {}; }
+ncclResult_t devRunTogether(const std::vector<GroupPart>&, const TogetherSet&) { return ncclInternalError; }
 ncclResult_t devRunP2p(ncclComm*, const std::vector<CollArgs>&) { return ncclInternalError; }
 ncclResult_t devStagingCopy(ncclComm*, const void*, size_t, void*, std::shared_ptr<void>*) { return ncclInternalError; }
 bool devQueuesOnly(const ncclComm*, const std::vector<CollArgs>&) { return false; }

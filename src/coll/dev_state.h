@@ -34,7 +34,7 @@ struct DevState {
   DevStatus* status = nullptr;  // host-mapped
   DevStatus* statusDev = nullptr;
   cudaEvent_t lastEvent = nullptr;
-  cudaEvent_t joinEvent = nullptr;  // orders the streams of a group's one launch (coll/dev_coll.cc launchTogether)
+  cudaEvent_t joinEvent = nullptr;  // orders the streams of a group's one launch (coll/dev_coll.cc enqueueTogether)
   cudaStream_t lastStream = nullptr;
   bool haveLast = false;
   bool reported = false;

@@ -197,10 +197,10 @@ ncclResult_t groupEnd() {
       pins.push_back(std::move(use));
     }
   }
-  const auto sets = small.size() > 1 ? devTogetherSets(small) : std::vector<std::vector<size_t>>{};
-  std::vector<const std::vector<size_t>*> setAt(parts.size(), nullptr);  // by place: the set it belongs to
-  for (const auto& set : sets)
-    for (size_t k : set) setAt[smallAt[k]] = &set;
+  const auto sets = small.size() > 1 ? devTogetherSets(small) : std::vector<TogetherSet>{};
+  std::vector<const TogetherSet*> setAt(parts.size(), nullptr);  // by place: the set it belongs to
+  for (const TogetherSet& set : sets)
+    for (size_t k : set.parts) setAt[smallAt[k]] = &set;
   // A part that only queues kernels runs here; the others need a thread each,
   // since each may wait for peers that another part of this group serves.
   std::vector<std::function<ncclResult_t()>> jobs;
@@ -210,9 +210,9 @@ ncclResult_t groupEnd() {
   for (size_t i = 0; i < parts.size(); ++i) {
     if (done[i]) continue;
     const auto& [c, ops] = parts[i];
-    if (const std::vector<size_t>* set = setAt[i]) {
+    if (const TogetherSet* set = setAt[i]) {
       const ncclResult_t r = devRunTogether(small, *set);
-      for (size_t k : *set) {
+      for (size_t k : set->parts) {
         done[smallAt[k]] = true;
         ++small[k].first->opCount;
       }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "device/dev_types.h"
 #include "nccl.h"
 
 struct ncclComm;
@@ -45,13 +46,19 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
 // whose ranks all live in this process on one GPU, each with one collective,
 // alike but for buffers and scalars, or each with one send and one receive
 // that together form a permutation (sendrecv's ring, in place or not).
-// devTogetherSets says which parts run so (indices into `parts`, a set per
-// launch, in rank order); ncclGroupEnd runs each set with devRunTogether
-// where the set's first part would have run, and the other parts as usual.
+// devTogetherSets says which parts run so (a set per launch, with what the
+// launch needs); ncclGroupEnd runs each set with devRunTogether where the
+// set's first part would have run, and the other parts as usual.
 using GroupPart = std::pair<ncclComm*, const std::vector<CollArgs>*>;
+struct TogetherSet {
+  std::vector<size_t> parts;  // indices into the group's parts, in rank order
+  bool captured = false;      // the parts' streams are in one capture
+  bool permutation = false;   // sends and receives, moved as `perm`; else alike collectives
+  DevPermWork perm{};
+};
 bool devGroupLaunch();
-std::vector<std::vector<size_t>> devTogetherSets(const std::vector<GroupPart>& parts);
-ncclResult_t devRunTogether(const std::vector<GroupPart>& parts, const std::vector<size_t>& set);
+std::vector<TogetherSet> devTogetherSets(const std::vector<GroupPart>& parts);
+ncclResult_t devRunTogether(const std::vector<GroupPart>& parts, const TogetherSet& set);
 // True when running `ops` (one communicator's part of a group) only queues
 // kernels: every operation is on device buffers and every connection it needs
 // exists, so nothing waits for a peer. ncclGroupEnd runs such parts inline
