@@ -35,7 +35,9 @@ for n in ${ACCL_MPI_NP:-2 3 4}; do
     bash tests/mpi/rank.sh -q --color=no "$@"
   rc=$?
   echo "=== $n ranks: exit $rc in $(( $(date +%s) - start ))s ==="
-  if [ $rc != 0 ]; then
+  if [ $rc = 0 ]; then
+    rm -rf "$logs"
+  else
     status=1
     [ $rc = 124 ] && echo "=== $n ranks: deadline (${ACCL_MPI_DEADLINE:-240}s) passed, stopped ==="
     for f in "$logs"/rank*.log; do
