@@ -1,6 +1,5 @@
 // Direct collectives in host mode: the calls (coll/host_direct.h says what
 // and when; host_direct_setup.cc makes the state they use).
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "coll/cross_copy.h"
 #include "coll/host_direct_state.h"
 #include "coll/host_direct_wait.h"
 #include "coll/rma.h"
@@ -135,17 +135,9 @@ struct Call {
 
  private:
   ncclResult_t attach(int k, bool toPeer, uint64_t addr, char* local, size_t bytes) const {
-    const pid_t pid = comm->peers[k].pid;
     size_t done = 0;
-    ssize_t got = 0;
-    while (done < bytes) {  // a short transfer stops at a page it could not reach: once more from there
-      iovec l{local + done, bytes - done}, r{reinterpret_cast<void*>(addr + done), bytes - done};
-      got = toPeer ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-      if (got <= 0) break;
-      done += static_cast<size_t>(got);
-    }
-    if (done == bytes) return ncclSuccess;
-    const int err = got < 0 ? errno : EFAULT;
+    const int err = crossCopy(comm->peers[k].pid, toPeer, addr, local, bytes, &done);
+    if (err == 0) return ncclSuccess;
     if (err == ESRCH) {
       commNoteFailedRank(comm, k);
       WARN("%s (%s, rank %d): rank %d's process has died", a->opName, comm->name.c_str(), me, k);

@@ -227,6 +227,10 @@ ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std:
   return ncclSuccess;
 }
 
+bool hostDirectReaches(const ncclComm* comm, int k) {
+  return comm->hostDirect && comm->hostDirect->anyBuffer && !sameProcess(comm, k);
+}
+
 void hostDirectStop(ncclComm* comm) {
   if (std::atomic<int32_t>* word = comm->directStopWord.load()) word->store(1);
 }

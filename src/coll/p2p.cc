@@ -3,11 +3,27 @@
 // and direction is a queue of messages in call order; one progress loop moves
 // whatever can move on every queue, chunk by chunk, and waits (bounded) only
 // when nothing could move. Messages to self are copied directly.
+//
+// Pulled sends. A send of at least ACCL_P2P_DIRECT_MIN_BYTES to a rank that
+// reaches this rank's memory (a rank of this process, or of another process
+// of this host through cross memory attach) posts one frame that says where
+// its buffer is, instead of its data. The receiver copies the message from
+// there into its buffer, chunk by chunk from the front, while the sender,
+// which must wait for it anyway, writes chunks from the back into the
+// receiver's buffer (PullCtrl, in the FIFO's shared control page). Both cores
+// copy, and each byte is copied once, where the slots copy it twice (into the
+// slot, out of it). The receiver releases the frame once every chunk is in;
+// the send is done then.
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "coll/coll.h"
+#include "coll/cross_copy.h"
+#include "coll/host_direct.h"
 #include "coll/steps.h"
 #include "core/check.h"
 #include "core/comm.h"
@@ -22,13 +38,20 @@ struct Message {
   size_t bytes = 0;
   size_t done = 0;
   bool copy = false;  // a send whose buffer a receive of the call writes: into the slots, never sent from buf
+  // Pulled (above): a send posted as the pull frame at step `frame`; a
+  // receive served by the frame at `frame`, from the sender's buffer at
+  // `src`, of which this rank copied `copied` bytes.
+  bool pulled = false;
+  uint64_t frame = 0;
+  uint64_t src = 0;
+  size_t copied = 0;
   // A receive's: the sends of the call whose buffers it overlaps (in place);
   // it writes a part only once they have taken what was there.
   std::vector<const Message*> after;
-  // Whether this receive may write its next n bytes now.
-  bool mayWrite(size_t n) const {
+  // Whether this receive may write its bytes [at, at + n) now.
+  bool mayWrite(size_t at, size_t n) const {
     for (const Message* s : after)
-      if (rangesOverlap(s->buf + s->done, s->bytes - s->done, buf + done, n)) return false;  // still to be taken
+      if (rangesOverlap(s->buf + s->done, s->bytes - s->done, buf + at, n)) return false;  // still to be taken
     return true;
   }
 };
@@ -172,16 +195,180 @@ void markOverlaps(Queues& sendQ, Queues& recvQ) {
     }
 }
 
+// ---- Pulled sends (above)
+
+// A claim word: the frame's tag, the next chunk from the front, the end of
+// those from the back. The tag keeps a late compare-and-swap off the next
+// pulled message of the FIFO.
+constexpr uint64_t kChunkMask = (uint64_t{1} << 24) - 1;
+uint64_t frameTag(uint64_t step) { return (step + 1) & 0xffff; }
+uint64_t packClaim(uint64_t tag, uint64_t lo, uint64_t hi) { return tag << 48 | lo << 24 | hi; }
+uint64_t claimTag(uint64_t c) { return c >> 48; }
+uint64_t claimLo(uint64_t c) { return c >> 24 & kChunkMask; }
+uint64_t claimHi(uint64_t c) { return c & kChunkMask; }
+
+// What one claim moves: 128 KiB, as the direct collectives' chunks through
+// cross memory attach (each costs a system call), and at most 2^24 chunks.
+size_t pullChunkBytes(size_t bytes) {
+  return std::max<size_t>(128 << 10, ((bytes >> 24) + 4095) & ~size_t{4095});
+}
+
+// Whether this send goes pulled: large enough, not an in-place send (whose
+// buffer a receive of the call overwrites), over shared memory, to a rank
+// that reaches this one's memory.
+bool pullable(ncclComm* comm, const Queue& q, const Message& m) {
+  return comm->p2pPullMinBytes > 0 && m.bytes >= static_cast<size_t>(comm->p2pPullMinBytes) && !m.copy &&
+         q.conn->sharedCtrl && (sameProcess(comm, q.peer) || hostDirectReaches(comm, q.peer));
+}
+
+// n bytes between this rank's memory at `local` and the peer's at `remote`
+// (toPeer: into the peer's).
+ncclResult_t peerCopy(ncclComm* comm, Steps& steps, Connection* c, bool toPeer, uint64_t remote, char* local,
+                      size_t n) {
+  if (sameProcess(comm, c->peer)) {
+    void* peer = reinterpret_cast<void*>(remote);
+    memmove(toPeer ? peer : local, toPeer ? local : peer, n);
+    return ncclSuccess;
+  }
+  size_t done = 0;
+  const int err = crossCopy(localPid(comm, c->peer), toPeer, remote, local, n, &done);
+  if (err == 0) return ncclSuccess;
+  if (err == ESRCH) return steps.failGone(c, "its process has died");
+  char why[200];
+  snprintf(why, sizeof(why), "failed: %s its buffer at 0x%llx (%zu bytes, through cross memory attach) after %zu "
+           "bytes: %s%s", toPeer ? "writing into" : "reading", static_cast<unsigned long long>(remote), n, done,
+           strerror(err), err == EFAULT ? " (a buffer on one side is not all mapped, or not writable)" : "");
+  return steps.fail(c, err == EFAULT ? ncclInvalidArgument : ncclSystemError, why);
+}
+
+// The sender's turn: one frame that says where the message is.
+void postPull(ncclComm* comm, Steps& steps, Queue& q, Message& m) {
+  const PullFrame f{reinterpret_cast<uintptr_t>(m.buf), m.bytes};
+  memcpy(q.conn->fifo.slot(q.conn->step), &f, sizeof(f));
+  m.pulled = true;
+  m.frame = q.conn->step;
+  steps.post(q.conn, kPullFrame | sizeof(f));
+  if (!comm->p2pPullAnnounced) {
+    comm->p2pPullAnnounced = true;
+    INFO(kColl, "%s rank %d: %s of %zu bytes to rank %d goes straight from buffer to buffer (first such send; %s)",
+         comm->name.c_str(), comm->rank, m.op->opName, m.bytes, q.peer,
+         sameProcess(comm, q.peer) ? "a rank of this process" : "through cross memory attach");
+  }
+}
+
+// While its pulled send waits: one chunk from the back of the message into
+// the receiver's buffer, once the receiver has described it and allows it.
+ncclResult_t writeChunk(ncclComm* comm, Steps& steps, Connection* c, const Message& m, bool* moved) {
+  PullCtrl& pc = c->fifo.ctrl->pull;
+  if (pc.frame.load(std::memory_order_acquire) != m.frame + 1 || !pc.senderWrites) return ncclSuccess;
+  const uint64_t tag = frameTag(m.frame);
+  uint64_t claim = pc.claim.load(std::memory_order_relaxed);
+  do {
+    if (claimTag(claim) != tag || claimLo(claim) >= claimHi(claim)) return ncclSuccess;
+  } while (!pc.claim.compare_exchange_weak(claim, claim - 1, std::memory_order_relaxed));
+  const size_t at = (claimHi(claim) - 1) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
+  NCCLCHECK(peerCopy(comm, steps, c, true, pc.dst + at, m.buf + at, n));
+  pc.written.fetch_add(n, std::memory_order_release);
+  fifoWakeSleepers(&c->fifo.ctrl->tail, &c->fifo.ctrl->tailSleepers);  // a receiver asleep until it lands
+  *moved = true;
+  return ncclSuccess;
+}
+
+// The receiver's turn, at a pull frame: checks it against the receive and
+// describes the receive for the sender.
+ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
+  PullFrame f;
+  memcpy(&f, c->fifo.slot(c->step), sizeof(f));
+  if (m.done != 0 || f.bytes != m.bytes) {
+    char why[200];
+    snprintf(why, sizeof(why), "sent %llu bytes where %zu were expected (do all ranks call the same operations "
+             "with the same counts?)", static_cast<unsigned long long>(f.bytes), m.bytes - m.done);
+    return steps.fail(c, ncclInvalidUsage, why);
+  }
+  PullCtrl& pc = c->fifo.ctrl->pull;
+  const size_t chunk = pullChunkBytes(m.bytes);
+  pc.dst = reinterpret_cast<uintptr_t>(m.buf);
+  pc.bytes = m.bytes;
+  pc.chunkBytes = chunk;
+  pc.senderWrites = m.after.empty();  // in place, this rank writes each part once its sends took it
+  pc.written.store(0, std::memory_order_relaxed);
+  pc.claim.store(packClaim(frameTag(c->step), 0, (m.bytes + chunk - 1) / chunk), std::memory_order_relaxed);
+  pc.frame.store(c->step + 1, std::memory_order_release);
+  m.pulled = true;
+  m.frame = c->step;
+  m.src = f.src;
+  return ncclSuccess;
+}
+
+// One chunk of a pulled receive from the front; once none is left to take
+// and the sender's are in, the frame is released (*finished): the send is done.
+ncclResult_t pullChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m, bool* moved, bool* finished) {
+  PullCtrl& pc = c->fifo.ctrl->pull;
+  uint64_t claim = pc.claim.load(std::memory_order_relaxed);
+  while (claimLo(claim) < claimHi(claim)) {
+    const size_t at = claimLo(claim) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
+    if (!m.mayWrite(at, n)) return ncclSuccess;  // in place: a send of the call has yet to take these bytes
+    if (!pc.claim.compare_exchange_weak(claim, claim + (uint64_t{1} << 24), std::memory_order_relaxed)) continue;
+    NCCLCHECK(peerCopy(comm, steps, c, false, m.src + at, m.buf + at, n));
+    m.copied += n;
+    m.done = at + n;
+    *moved = true;
+    return ncclSuccess;  // a chunk per pass: the other queues, and this rank's own pulled sends, take turns
+  }
+  if (m.copied + pc.written.load(std::memory_order_acquire) < m.bytes) return ncclSuccess;
+  // A sender that failed may have given its buffer back while this rank
+  // read it; it says so (abort) before it returns.
+  if (c->fifo.ctrl->abort.load(std::memory_order_acquire)) return steps.check(c);
+  steps.release(c);
+  m.done = m.bytes;
+  *moved = *finished = true;
+  return ncclSuccess;
+}
+
+// The call ends with an error while a sender may write into a pulled
+// receive: no chunk is left for it to take, and the wait (bounded: the
+// sender copies at most one chunk) lets the one it took land, so that
+// nothing writes into the buffer once the call returned.
+void settlePulls(ncclComm* comm, Queues& recvQ) {
+  for (Queue& q : recvQ) {
+    if (!q.open() || !q.msgs[q.head].pulled) continue;
+    const Message& m = q.msgs[q.head];
+    PullCtrl& pc = q.conn->fifo.ctrl->pull;
+    uint64_t claim = pc.claim.load(std::memory_order_relaxed);
+    while (!pc.claim.compare_exchange_weak(claim, packClaim(claimTag(claim), claimHi(claim), claimHi(claim)),
+                                           std::memory_order_relaxed)) {
+    }
+    const size_t theirs = m.bytes - std::min<size_t>(m.bytes, claimHi(claim) * pc.chunkBytes);
+    const Deadline::Clock::time_point until = Deadline::Clock::now() + std::chrono::seconds(2);
+    Backoff b;
+    while (pc.written.load(std::memory_order_acquire) < theirs && processAlive(localPid(comm, q.peer)) &&
+           Deadline::Clock::now() < until)
+      b.pause();
+    if (pc.written.load(std::memory_order_acquire) < theirs)
+      WARN("%s (%s, rank %d): rank %d may still be writing a chunk into the receive buffer", m.op->opName,
+           comm->name.c_str(), comm->rank, q.peer);
+  }
+}
+
 // Nothing moved for a while: asleep until a peer frees a slot of a blocked send
 // or posts to a waiting receive (transport/fifo_sleep.h), at most 10 ms, so
 // that the deadline and liveness checks go on.
 void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
   FifoSleepSet s;
-  for (Queue& q : sendQ)  // nothing moved: the FIFO is full, head is here
-    if (q.open()) s.head(q.conn->fifo.ctrl, q.conn->step - kSlots);
-  for (Queue& q : recvQ)  // slots drained: a tail past it is data (data already there waits for a send)
-    if (q.open() && q.conn->fifo.ctrl->tail.load(std::memory_order_acquire) == q.conn->step)
-      s.tail(q.conn->fifo.ctrl, q.conn->step);
+  for (Queue& q : sendQ) {
+    if (!q.open()) continue;
+    FifoCtrl* ctrl = q.conn->fifo.ctrl;
+    if (q.msgs[q.head].pulled) s.head(ctrl, ctrl->head.load(std::memory_order_acquire));  // until released
+    else s.head(ctrl, q.conn->step - kSlots);  // nothing moved: the FIFO is full, head is here
+  }
+  for (Queue& q : recvQ) {
+    if (!q.open()) continue;
+    FifoCtrl* ctrl = q.conn->fifo.ctrl;
+    if (q.msgs[q.head].pulled)  // the sender's last chunks: it wakes the tail's sleepers after each
+      s.tail(ctrl, ctrl->tail.load(std::memory_order_acquire));
+    else if (ctrl->tail.load(std::memory_order_acquire) == q.conn->step)  // drained: a tail past it is data
+      s.tail(ctrl, q.conn->step);
+  }
   s.sleep(10);
 }
 
@@ -241,6 +428,12 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   recvQ.sortByPeer();
   NCCLCHECK(connect(comm, sendQ, recvQ));
 
+  // However the call ends, no sender writes into its receive buffers after it.
+  struct Settle {
+    ncclComm* comm;
+    Queues& recvQ;
+    ~Settle() { settlePulls(comm, recvQ); }
+  } settle{comm, recvQ};
   Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; see Driver for who moves the frames
   Driver driver(steps.ownCore());
   Backoff backoff;
@@ -252,6 +445,21 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     for (Queue& q : sendQ) {
       while (q.open()) {
         Message& m = q.msgs[q.head];
+        if (m.done == 0 && !m.pulled && pullable(comm, q, m)) {
+          if (!steps.sendReady(q.conn)) break;
+          postPull(comm, steps, q, m);
+          moved = true;
+        }
+        if (m.pulled) {  // done once the receiver releases the frame; until then, help it
+          if (q.conn->fifo.ctrl->head.load(std::memory_order_acquire) <= m.frame) {
+            NCCLCHECK(writeChunk(comm, steps, q.conn, m, &moved));
+            break;
+          }
+          m.done = m.bytes;
+          ++q.head;
+          moved = true;
+          continue;
+        }
         while (m.done < m.bytes && steps.sendReady(q.conn)) {
           size_t n = std::min(q.conn->fifo.slotBytes, m.bytes - m.done);
           if (m.copy || !steps.postFrom(q.conn, m.buf + m.done, n)) {  // a socket sends from the buffer itself
@@ -269,9 +477,20 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     for (Queue& q : recvQ) {
       while (q.open()) {
         Message& m = q.msgs[q.head];
+        if (m.pulled) {
+          bool finished = false;
+          NCCLCHECK(pullChunk(comm, steps, q.conn, m, &moved, &finished));
+          if (!finished) break;
+          ++q.head;
+          continue;
+        }
         while (m.done < m.bytes && steps.recvReady(q.conn)) {
+          if (q.conn->fifo.ctrl->bytes[q.conn->step % kSlots] & kPullFrame) {
+            NCCLCHECK(startPull(steps, q.conn, m));
+            break;
+          }
           size_t n = std::min(q.conn->fifo.slotBytes, m.bytes - m.done);
-          if (!m.mayWrite(n)) break;  // in place: a send has yet to take these bytes
+          if (!m.mayWrite(m.done, n)) break;  // in place: a send has yet to take these bytes
           const char* data;
           NCCLCHECK(steps.recvSlot(q.conn, n, &data));
           memcpy(m.buf + m.done, data, n);
@@ -279,6 +498,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
           m.done += n;
           moved = true;
         }
+        if (m.pulled) continue;
         if (m.done < m.bytes) break;
         ++q.head;
       }
@@ -297,7 +517,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
       for (Queue& q : sendQ)
         if (q.open()) NCCLCHECK(steps.check(q.conn));
       for (Queue& q : recvQ)
-        if (q.open()) NCCLCHECK(steps.check(q.conn));
+        if (q.open()) NCCLCHECK(q.msgs[q.head].pulled ? steps.checkPulled(q.conn) : steps.check(q.conn));
     }
     if (open > 0 && !backoff.napping()) {
       backoff.pause();

@@ -138,6 +138,18 @@ ncclResult_t Steps::check(Connection* c) {
   // gone, so the FIFO is looked at again after that finding.
   auto settled = [&] { return c->isSend ? ctrl->head.load(std::memory_order_acquire) >= c->step : recvReady(c); };
   if (settled()) return ncclSuccess;
+  return checkPeer(c, settled);
+}
+
+ncclResult_t Steps::checkPulled(Connection* c) {
+  if (comm_->abortFlag.load(std::memory_order_relaxed)) return commAbortedResult(comm_, op_);
+  if (c->fifo.ctrl->abort.load(std::memory_order_relaxed)) return check(c);  // names the cause
+  return checkPeer(c, [] { return false; });
+}
+
+template <typename Settled>
+ncclResult_t Steps::checkPeer(Connection* c, Settled settled) {
+  FifoCtrl* ctrl = c->fifo.ctrl;
   if (ctrl->peerGone.load(std::memory_order_acquire)) {
     if (settled()) return ncclSuccess;
     commNoteFailedRank(comm_, c->peer);

@@ -62,6 +62,10 @@ class Steps {
   void release(Connection* c);
   // The slow-path checks of a wait on `c` (abort, peer failure, peer alive, deadline).
   ncclResult_t check(Connection* c);
+  // The same checks for a wait that the FIFO's counters do not settle: a
+  // pulled message (coll/p2p.cc), whose frame is there while the sender's
+  // part of the copy is still to come.
+  ncclResult_t checkPulled(Connection* c);
   // Whether the communicator was aborted, looked at on every wait (and every
   // pass of a progress engine): data that keeps moving never reaches check(),
   // and an abort must not wait for a long transfer to end.
@@ -106,6 +110,9 @@ class Steps {
   };
 
   void publish(Connection* c, size_t bytes);
+  // check()'s part after the abort flags: the peer's liveness and the deadline.
+  template <typename Settled>
+  ncclResult_t checkPeer(Connection* c, Settled settled);
 
   ncclComm* comm_;
   const char* op_;

@@ -180,6 +180,15 @@ void logVersionOnce(const ModeInfo& mode) {
   });
 }
 
+// ncclComm::p2pPullMinBytes: ACCL_P2P_DIRECT and ACCL_P2P_DIRECT_MIN_BYTES.
+int64_t p2pPullMinBytes(const ncclComm* comm) {
+  if (!paramInt(Param::P2pDirect)) return -1;
+  if (int64_t set = paramInt(Param::P2pDirectMinBytes); set > 0) return set;
+  int here = 0;
+  for (const PeerInfo& p : comm->peers) here += p.hostHash == comm->peers[comm->rank].hostHash;
+  return here > sysconf(_SC_NPROCESSORS_ONLN) ? int64_t{4} << 20 : int64_t{64} << 10;
+}
+
 }  // namespace
 
 ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank) {
@@ -280,6 +289,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     ring.recv = std::move(recvs[0]);
   }
   NCCLCHECK(hostDirectInit(comm));
+  comm->p2pPullMinBytes = p2pPullMinBytes(comm);
   if (comm->deviceMode) NCCLCHECK(devSetup(comm));
   INFO(kInit, "%s rank %d/%d ready (%s; ring %d -> %d -> %d, %s/%s)", comm->name.c_str(), rank, nranks,
        mode.reason.c_str(), ring.prev, rank, ring.next, ring.recv ? ring.recv->kind : "-",

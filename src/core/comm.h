@@ -168,6 +168,10 @@ struct ncclComm {
   // this rank holds while it lives, and the peers' files, by rank (-1: not watched).
   int lifeOwnFd = -1;
   std::vector<int> lifeFds;
+  // Host buffers: a send of at least this many bytes to a rank that reaches
+  // this one's memory is pulled by the receiver (coll/p2p.cc); -1: none.
+  int64_t p2pPullMinBytes = -1;
+  bool p2pPullAnnounced = false;  // the first pulled send's INFO line is out
   accl::HostDirectPtr hostDirect;  // host mode, every rank on one host: the direct collectives' slots (after directStopWord, which its destructor clears)
 };
 

@@ -13,6 +13,36 @@ namespace accl {
 
 constexpr int kSlots = 8;
 
+// A large send between ranks of one host may post, instead of its data, one
+// frame that says where the data is (coll/p2p.cc, "Pulled sends"): its size
+// in FifoCtrl::bytes carries this flag (slots are at most 1 GiB), its
+// payload is a PullFrame, and the receiver releases it once the message has
+// moved from the sender's buffer into its own.
+constexpr uint32_t kPullFrame = 0x80000000u;
+struct PullFrame {
+  uint64_t src;    // the send buffer, in the sender's process
+  uint64_t bytes;  // the whole message
+};
+
+// The pulled message the receiver is taking now, in the FIFO's control page,
+// which both ends map: the receiver takes chunks from the front and the
+// sender, while it waits, writes chunks from the back into the receiver's
+// buffer, so that both cores copy. `claim` holds both ends of the chunks
+// still to move; each end takes one with a compare-and-swap.
+struct alignas(64) PullCtrl {
+  std::atomic<uint64_t> frame;  // 1 + the step of the frame described here (0: none); stored last, by the receiver
+  uint64_t dst;                 // the receive buffer, in the receiver's process
+  uint64_t bytes;               // the message
+  uint64_t chunkBytes;          // what one claim moves (the last chunk may be shorter)
+  uint32_t senderWrites;        // 0: the sender must not write (the receive overlaps a send of its call)
+  char pad0[28];
+  std::atomic<uint64_t> claim;  // frame tag (16 bits) | next chunk from the front (24) | end of those from the back (24)
+  char pad1[56];
+  std::atomic<uint64_t> written;  // bytes the sender wrote into dst, added after each chunk
+  char pad2[56];
+};
+static_assert(sizeof(PullCtrl) == 192, "what each end writes on a line of its own");
+
 struct alignas(64) FifoCtrl {
   std::atomic<uint64_t> tail;          // slots posted by the sender
   std::atomic<uint32_t> tailSleepers;  // threads asleep until tail moves (transport/fifo_sleep.h)
@@ -27,8 +57,10 @@ struct alignas(64) FifoCtrl {
   std::atomic<uint32_t> peerGone;   // set by a transport that saw its peer close (sockets)
   std::atomic<int32_t> failedRank;  // with abort: the rank whose failure started it (-1: unknown)
   int32_t senderPid, receiverPid;   // for liveness checks on one host (0: not checked)
+  PullCtrl pull;                    // shared-memory FIFOs of one host only (Connection::sharedCtrl)
 };
 static_assert(offsetof(FifoCtrl, head) == 64 && offsetof(FifoCtrl, abort) == 128, "one cache line per writer");
+static_assert(sizeof(FifoCtrl) <= 4096, "the control block is a page (fifoBytes)");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters are shared across processes");
 
 struct Fifo {
@@ -59,6 +91,7 @@ inline void fifoInit(void* mem, size_t slotBytes, Fifo* f) {
   f->ctrl->abort.store(0);
   f->ctrl->peerGone.store(0);
   f->ctrl->failedRank.store(-1);
+  f->ctrl->pull.frame.store(0);
   f->data = static_cast<char*>(mem) + 4096;
   f->slotBytes = slotBytes;
 }

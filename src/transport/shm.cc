@@ -124,6 +124,7 @@ ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->isSend = false;
   c->peer = peer;
   c->kind = "shm";
+  c->sharedCtrl = true;
   c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
   size_t slot = comm->slotBytes;
   c->bytes_ = fifoBytes(slot);
@@ -140,6 +141,7 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   c->isSend = true;
   c->peer = peer;
   c->kind = "shm";
+  c->sharedCtrl = true;
   std::string name = shmSegmentName(comm, comm->rank, peer, tag);
   size_t slot = comm->slotBytes;
   c->bytes_ = fifoBytes(slot);
