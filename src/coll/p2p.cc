@@ -122,8 +122,9 @@ __attribute__((noinline)) Scratch& threadScratch() {
 
 size_t bytesOf(const CollArgs& a) { return a.count * typeSize(a.type); }
 
-ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& sends,
-                        const std::vector<const CollArgs*>& recvs) {
+// The sends to self pair with the receives from self, in call order.
+ncclResult_t checkSelf(ncclComm* comm, const std::vector<const CollArgs*>& sends,
+                       const std::vector<const CollArgs*>& recvs) {
   if (sends.size() != recvs.size()) {
     WARN("%s (%s, rank %d): %zu send(s) to self but %zu receive(s) from self in one group", sends.empty()
              ? recvs[0]->opName : sends[0]->opName, comm->name.c_str(), comm->rank, sends.size(), recvs.size());
@@ -135,9 +136,27 @@ ncclResult_t copyToSelf(ncclComm* comm, const std::vector<const CollArgs*>& send
            comm->name.c_str(), comm->rank, bytesOf(*sends[i]), bytesOf(*recvs[i]));
       return ncclInvalidUsage;
     }
-    if (sends[i]->sendbuff != recvs[i]->recvbuff) memmove(recvs[i]->recvbuff, sends[i]->sendbuff, bytesOf(*sends[i]));
   }
   return ncclSuccess;
+}
+
+void copyToSelf(const std::vector<const CollArgs*>& sends, const std::vector<const CollArgs*>& recvs) {
+  for (size_t i = 0; i < sends.size(); ++i)
+    if (sends[i]->sendbuff != recvs[i]->recvbuff) memmove(recvs[i]->recvbuff, sends[i]->sendbuff, bytesOf(*sends[i]));
+}
+
+// Whether a buffer of a message to or from self overlaps one of another
+// peer's: then the copy to self comes first, as it always did.
+bool selfOverlaps(const Scratch& s) {
+  for (const std::vector<const CollArgs*>* ops : {&s.selfSends, &s.selfRecvs})
+    for (const CollArgs* a : *ops) {
+      const char* buf = static_cast<const char*>(a->kind == CollKind::Send ? a->sendbuff : a->recvbuff);
+      for (const Queues* qs : {&s.send, &s.recv})
+        for (size_t i = 0; i < qs->used; ++i)
+          for (const Message& m : qs->all[i].msgs)
+            if (rangesOverlap(buf, bytesOf(*a), m.buf, m.bytes)) return true;
+    }
+  return false;
 }
 
 // A rank bound to one core moves its open connections' frames itself while
@@ -420,7 +439,15 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     m.bytes = bytesOf(a);
     (send ? sendQ : recvQ).add(a.root, m);
   }
-  NCCLCHECK(copyToSelf(comm, scratch.selfSends, scratch.selfRecvs));
+  NCCLCHECK(checkSelf(comm, scratch.selfSends, scratch.selfRecvs));
+  // The copies to self wait for the first pass over the peers' queues
+  // (below), which posts the sends and describes pulled receives, so that
+  // the peers move data meanwhile (a gather's or scatter's root).
+  bool selfLeft = !scratch.selfSends.empty();
+  if (selfLeft && ((sendQ.used == 0 && recvQ.used == 0) || selfOverlaps(scratch))) {
+    copyToSelf(scratch.selfSends, scratch.selfRecvs);
+    selfLeft = false;
+  }
   if (sendQ.used == 0 && recvQ.used == 0) return ncclSuccess;
 
   markOverlaps(sendQ, recvQ);
@@ -503,6 +530,11 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
         ++q.head;
       }
       open += q.open();
+    }
+    if (selfLeft) {
+      copyToSelf(scratch.selfSends, scratch.selfRecvs);
+      selfLeft = false;
+      moved = true;
     }
     if (moved) {
       backoff.reset();
