@@ -45,6 +45,8 @@ struct Message {
   uint64_t frame = 0;
   uint64_t src = 0;
   size_t copied = 0;
+  uint64_t seenWritten = 0;  // a pulled receive's last look at the sender's bytes (PullCtrl::written)
+  uint64_t seenHead = 0;     // a pulled send's last look at the FIFO's head
   // A receive's: the sends of the call whose buffers it overlaps (in place);
   // it writes a part only once they have taken what was there.
   std::vector<const Message*> after;
@@ -227,9 +229,10 @@ uint64_t claimLo(uint64_t c) { return c >> 24 & kChunkMask; }
 uint64_t claimHi(uint64_t c) { return c & kChunkMask; }
 
 // What one claim moves: 128 KiB, as the direct collectives' chunks through
-// cross memory attach (each costs a system call), and at most 2^24 chunks.
+// cross memory attach (each costs a system call), and more for a message of
+// more than kChunkMask of those, which the claim word could not count.
 size_t pullChunkBytes(size_t bytes) {
-  return std::max<size_t>(128 << 10, ((bytes >> 24) + 4095) & ~size_t{4095});
+  return std::max<size_t>(128 << 10, ((bytes + kChunkMask - 1) / kChunkMask + 4095) & ~size_t{4095});
 }
 
 // Whether this send goes pulled: large enough, not an in-place send (whose
@@ -239,6 +242,10 @@ bool pullable(ncclComm* comm, const Queue& q, const Message& m) {
   return comm->p2pPullMinBytes > 0 && m.bytes >= static_cast<size_t>(comm->p2pPullMinBytes) && !m.copy &&
          q.conn->sharedCtrl && (sameProcess(comm, q.peer) || hostDirectReaches(comm, q.peer));
 }
+
+// The peer failed, or this rank did (the FIFO is aborted): the error that
+// names it, instead of the copy's own.
+bool aborted(Connection* c) { return c->fifo.ctrl->abort.load(std::memory_order_acquire) != 0; }
 
 // n bytes between this rank's memory at `local` and the peer's at `remote`
 // (toPeer: into the peer's).
@@ -252,6 +259,7 @@ ncclResult_t peerCopy(ncclComm* comm, Steps& steps, Connection* c, bool toPeer, 
   size_t done = 0;
   const int err = crossCopy(localPid(comm, c->peer), toPeer, remote, local, n, &done);
   if (err == 0) return ncclSuccess;
+  if (aborted(c)) return steps.check(c);  // the peer left the call: its buffer may be gone
   if (err == ESRCH) return steps.failGone(c, "its process has died");
   char why[200];
   snprintf(why, sizeof(why), "failed: %s its buffer at 0x%llx (%zu bytes, through cross memory attach) after %zu "
@@ -278,7 +286,7 @@ void postPull(ncclComm* comm, Steps& steps, Queue& q, Message& m) {
 // While its pulled send waits: one chunk from the back of the message into
 // the receiver's buffer, once the receiver has described it and allows it.
 ncclResult_t writeChunk(ncclComm* comm, Steps& steps, Connection* c, const Message& m, bool* moved) {
-  PullCtrl& pc = c->fifo.ctrl->pull;
+  PullCtrl& pc = pullCtrl(c->fifo);
   if (pc.frame.load(std::memory_order_acquire) != m.frame + 1 || !pc.senderWrites) return ncclSuccess;
   const uint64_t tag = frameTag(m.frame);
   uint64_t claim = pc.claim.load(std::memory_order_relaxed);
@@ -286,15 +294,14 @@ ncclResult_t writeChunk(ncclComm* comm, Steps& steps, Connection* c, const Messa
     if (claimTag(claim) != tag || claimLo(claim) >= claimHi(claim)) return ncclSuccess;
   } while (!pc.claim.compare_exchange_weak(claim, claim - 1, std::memory_order_relaxed));
   const size_t at = (claimHi(claim) - 1) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
-  NCCLCHECK(peerCopy(comm, steps, c, true, pc.dst + at, m.buf + at, n));
-  pc.written.fetch_add(n, std::memory_order_release);
-  fifoWakeSleepers(&c->fifo.ctrl->tail, &c->fifo.ctrl->tailSleepers);  // a receiver asleep until it lands
+  const ncclResult_t r = peerCopy(comm, steps, c, true, pc.dst + at, m.buf + at, n);
+  fifoAdvance(&pc.written, &pc.writtenSleepers, pc.written.load(std::memory_order_relaxed) + n);  // only it adds
   *moved = true;
-  return ncclSuccess;
+  return r;
 }
 
 // The receiver's turn, at a pull frame: checks it against the receive and
-// describes the receive for the sender.
+// describes the receive for the sender, unless the sender withdrew it.
 ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
   PullFrame f;
   memcpy(&f, c->fifo.slot(c->step), sizeof(f));
@@ -304,15 +311,22 @@ ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
              "with the same counts?)", static_cast<unsigned long long>(f.bytes), m.bytes - m.done);
     return steps.fail(c, ncclInvalidUsage, why);
   }
-  PullCtrl& pc = c->fifo.ctrl->pull;
+  PullCtrl& pc = pullCtrl(c->fifo);
+  uint64_t before = pc.frame.load(std::memory_order_acquire);
   const size_t chunk = pullChunkBytes(m.bytes);
   pc.dst = reinterpret_cast<uintptr_t>(m.buf);
   pc.bytes = m.bytes;
   pc.chunkBytes = chunk;
   pc.senderWrites = m.after.empty();  // in place, this rank writes each part once its sends took it
   pc.written.store(0, std::memory_order_relaxed);
+  pc.read.store(0, std::memory_order_relaxed);
   pc.claim.store(packClaim(frameTag(c->step), 0, (m.bytes + chunk - 1) / chunk), std::memory_order_relaxed);
-  pc.frame.store(c->step + 1, std::memory_order_release);
+  if (before == (kPullWithdrawn | (c->step + 1)) ||
+      !pc.frame.compare_exchange_strong(before, c->step + 1, std::memory_order_acq_rel)) {
+    if (aborted(c)) return steps.check(c);
+    return steps.fail(c, ncclRemoteError, "failed: the sender withdrew its send (its call failed)");
+  }
+  fifoWakeSleepers(&c->fifo.ctrl->head, &c->fifo.ctrl->headSleepers);  // a sender asleep: it may help now
   m.pulled = true;
   m.frame = c->step;
   m.src = f.src;
@@ -322,50 +336,79 @@ ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
 // One chunk of a pulled receive from the front; once none is left to take
 // and the sender's are in, the frame is released (*finished): the send is done.
 ncclResult_t pullChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m, bool* moved, bool* finished) {
-  PullCtrl& pc = c->fifo.ctrl->pull;
+  PullCtrl& pc = pullCtrl(c->fifo);
+  m.seenWritten = pc.written.load(std::memory_order_acquire);  // what a sleep waits to see move
   uint64_t claim = pc.claim.load(std::memory_order_relaxed);
   while (claimLo(claim) < claimHi(claim)) {
     const size_t at = claimLo(claim) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
     if (!m.mayWrite(at, n)) return ncclSuccess;  // in place: a send of the call has yet to take these bytes
+    if (aborted(c)) return steps.check(c);  // the sender left: its buffer may be gone
     if (!pc.claim.compare_exchange_weak(claim, claim + (uint64_t{1} << 24), std::memory_order_relaxed)) continue;
-    NCCLCHECK(peerCopy(comm, steps, c, false, m.src + at, m.buf + at, n));
+    const ncclResult_t r = peerCopy(comm, steps, c, false, m.src + at, m.buf + at, n);
+    pc.read.fetch_add(n, std::memory_order_release);
+    NCCLCHECK(r);
     m.copied += n;
     m.done = at + n;
     *moved = true;
     return ncclSuccess;  // a chunk per pass: the other queues, and this rank's own pulled sends, take turns
   }
-  if (m.copied + pc.written.load(std::memory_order_acquire) < m.bytes) return ncclSuccess;
+  if (m.copied + m.seenWritten < m.bytes) return ncclSuccess;
   // A sender that failed may have given its buffer back while this rank
   // read it; it says so (abort) before it returns.
-  if (c->fifo.ctrl->abort.load(std::memory_order_acquire)) return steps.check(c);
+  if (aborted(c)) return steps.check(c);
   steps.release(c);
   m.done = m.bytes;
   *moved = *finished = true;
   return ncclSuccess;
 }
 
-// The call ends with an error while a sender may write into a pulled
-// receive: no chunk is left for it to take, and the wait (bounded: the
-// sender copies at most one chunk) lets the one it took land, so that
-// nothing writes into the buffer once the call returned.
-void settlePulls(ncclComm* comm, Queues& recvQ) {
-  for (Queue& q : recvQ) {
-    if (!q.open() || !q.msgs[q.head].pulled) continue;
-    const Message& m = q.msgs[q.head];
-    PullCtrl& pc = q.conn->fifo.ctrl->pull;
+// Until `done` reaches `want`: a chunk the other end took is still in flight.
+// A rank of this process finishes it (its memory stays ours until then); one
+// of another process may have stopped, so that wait gives up after 2 s (a
+// late write, or a read of memory gone, then stays in that process).
+void awaitChunk(ncclComm* comm, const Queue& q, const std::atomic<uint64_t>& done, uint64_t want) {
+  const bool here = sameProcess(comm, q.peer);
+  const Deadline::Clock::time_point until = Deadline::Clock::now() + std::chrono::seconds(2);
+  Backoff b;
+  while (done.load(std::memory_order_acquire) < want &&
+         (here || (processAlive(localPid(comm, q.peer)) && Deadline::Clock::now() < until)))
+    b.pause();
+  if (done.load(std::memory_order_acquire) < want)
+    WARN("%s (%s, rank %d): rank %d did not finish a chunk of its straight copy within 2 s of this call's error",
+         q.msgs[q.head].op->opName, comm->name.c_str(), comm->rank, q.peer);
+}
+
+// The call ends with an error while a peer may still copy into a pulled
+// receive or out of a pulled send: it takes no more chunks (and a send not
+// yet described is withdrawn), and the chunk it may be copying lands first,
+// so that no rank touches this call's buffers once it returned.
+void settlePulls(ncclComm* comm, Queues& sendQ, Queues& recvQ) {
+  auto revoke = [](PullCtrl& pc) {
     uint64_t claim = pc.claim.load(std::memory_order_relaxed);
     while (!pc.claim.compare_exchange_weak(claim, packClaim(claimTag(claim), claimHi(claim), claimHi(claim)),
                                            std::memory_order_relaxed)) {
     }
-    const size_t theirs = m.bytes - std::min<size_t>(m.bytes, claimHi(claim) * pc.chunkBytes);
-    const Deadline::Clock::time_point until = Deadline::Clock::now() + std::chrono::seconds(2);
-    Backoff b;
-    while (pc.written.load(std::memory_order_acquire) < theirs && processAlive(localPid(comm, q.peer)) &&
-           Deadline::Clock::now() < until)
-      b.pause();
-    if (pc.written.load(std::memory_order_acquire) < theirs)
-      WARN("%s (%s, rank %d): rank %d may still be writing a chunk into the receive buffer", m.op->opName,
-           comm->name.c_str(), comm->rank, q.peer);
+    return claim;
+  };
+  for (Queue& q : recvQ) {
+    if (!q.open() || !q.msgs[q.head].pulled) continue;
+    const Message& m = q.msgs[q.head];
+    PullCtrl& pc = pullCtrl(q.conn->fifo);
+    const uint64_t claim = revoke(pc);  // the sender's chunks: from hi on
+    awaitChunk(comm, q, pc.written, m.bytes - std::min<size_t>(m.bytes, claimHi(claim) * pc.chunkBytes));
+  }
+  for (Queue& q : sendQ) {
+    if (!q.open() || !q.msgs[q.head].pulled) continue;
+    const Message& m = q.msgs[q.head];
+    if (q.conn->fifo.ctrl->head.load(std::memory_order_acquire) > m.frame) continue;  // released: done with
+    PullCtrl& pc = pullCtrl(q.conn->fifo);
+    uint64_t frame = pc.frame.load(std::memory_order_acquire);
+    if (frame != m.frame + 1 &&
+        pc.frame.compare_exchange_strong(frame, kPullWithdrawn | (m.frame + 1), std::memory_order_acq_rel))
+      continue;  // withdrawn before the receiver took it up
+    if (claimTag(pc.claim.load(std::memory_order_relaxed)) != frameTag(m.frame)) continue;
+    const uint64_t claim = revoke(pc);  // the receiver's chunks: up to lo
+    awaitChunk(comm, q, pc.read, std::min<size_t>(m.bytes, claimLo(claim) * pc.chunkBytes));
   }
 }
 
@@ -377,14 +420,14 @@ void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
   for (Queue& q : sendQ) {
     if (!q.open()) continue;
     FifoCtrl* ctrl = q.conn->fifo.ctrl;
-    if (q.msgs[q.head].pulled) s.head(ctrl, ctrl->head.load(std::memory_order_acquire));  // until released
+    if (q.msgs[q.head].pulled) s.head(ctrl, q.msgs[q.head].seenHead);  // until released (or described)
     else s.head(ctrl, q.conn->step - kSlots);  // nothing moved: the FIFO is full, head is here
   }
   for (Queue& q : recvQ) {
     if (!q.open()) continue;
     FifoCtrl* ctrl = q.conn->fifo.ctrl;
-    if (q.msgs[q.head].pulled)  // the sender's last chunks: it wakes the tail's sleepers after each
-      s.tail(ctrl, ctrl->tail.load(std::memory_order_acquire));
+    if (q.msgs[q.head].pulled)  // the sender's last chunks
+      s.written(pullCtrl(q.conn->fifo), q.msgs[q.head].seenWritten);
     else if (ctrl->tail.load(std::memory_order_acquire) == q.conn->step)  // drained: a tail past it is data
       s.tail(ctrl, q.conn->step);
   }
@@ -459,8 +502,9 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   struct Settle {
     ncclComm* comm;
     Queues& recvQ;
-    ~Settle() { settlePulls(comm, recvQ); }
-  } settle{comm, recvQ};
+    Queues& sendQ;
+    ~Settle() { settlePulls(comm, sendQ, recvQ); }
+  } settle{comm, recvQ, sendQ};
   Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; see Driver for who moves the frames
   Driver driver(steps.ownCore());
   Backoff backoff;
@@ -478,7 +522,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
           moved = true;
         }
         if (m.pulled) {  // done once the receiver releases the frame; until then, help it
-          if (q.conn->fifo.ctrl->head.load(std::memory_order_acquire) <= m.frame) {
+          if ((m.seenHead = q.conn->fifo.ctrl->head.load(std::memory_order_acquire)) <= m.frame) {
             NCCLCHECK(writeChunk(comm, steps, q.conn, m, &moved));
             break;
           }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -180,13 +181,44 @@ void logVersionOnce(const ModeInfo& mode) {
   });
 }
 
+// The CPUs this host's processes may share: the online ones, fewer where
+// this cgroup (v2, as a container sees it) has a CPU quota or a cpuset. Not
+// this process's affinity, which a rank bound to a core narrows to one.
+long hostCpus() {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  char buf[256] = {};
+  if (FILE* f = fopen("/sys/fs/cgroup/cpu.max", "r")) {  // "max 100000" or "200000 100000"
+    long quota = 0, period = 0;
+    if (fscanf(f, "%ld %ld", &quota, &period) == 2 && quota > 0 && period > 0)
+      cpus = std::min(cpus, std::max(1L, (quota + period - 1) / period));
+    fclose(f);
+  }
+  if (FILE* f = fopen("/sys/fs/cgroup/cpuset.cpus.effective", "r")) {  // "0-3,6,8-9"
+    long n = 0;
+    if (fgets(buf, sizeof(buf), f)) {
+      for (char* p = buf; *p && *p != '\n';) {
+        char* end = nullptr;
+        const long lo = strtol(p, &end, 10);
+        long hi = lo;
+        if (end == p) break;
+        if (*end == '-') hi = strtol(end + 1, &end, 10);
+        n += hi >= lo ? hi - lo + 1 : 0;
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
+    if (n > 0) cpus = std::min(cpus, n);
+    fclose(f);
+  }
+  return std::max(1L, cpus);
+}
+
 // ncclComm::p2pPullMinBytes: ACCL_P2P_DIRECT and ACCL_P2P_DIRECT_MIN_BYTES.
 int64_t p2pPullMinBytes(const ncclComm* comm) {
   if (!paramInt(Param::P2pDirect)) return -1;
   if (int64_t set = paramInt(Param::P2pDirectMinBytes); set > 0) return set;
   int here = 0;
   for (const PeerInfo& p : comm->peers) here += p.hostHash == comm->peers[comm->rank].hostHash;
-  return here > sysconf(_SC_NPROCESSORS_ONLN) ? int64_t{4} << 20 : int64_t{64} << 10;
+  return here > hostCpus() ? int64_t{4} << 20 : int64_t{64} << 10;
 }
 
 }  // namespace

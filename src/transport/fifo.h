@@ -24,13 +24,20 @@ struct PullFrame {
   uint64_t bytes;  // the whole message
 };
 
-// The pulled message the receiver is taking now, in the FIFO's control page,
-// which both ends map: the receiver takes chunks from the front and the
-// sender, while it waits, writes chunks from the back into the receiver's
-// buffer, so that both cores copy. `claim` holds both ends of the chunks
-// still to move; each end takes one with a compare-and-swap.
+// The pulled message the receiver is taking now, in the FIFO's control page
+// (after FifoCtrl: pullCtrl()) where both ends map it, shared memory only:
+// the receiver takes chunks from the front and the sender, while it waits,
+// writes chunks from the back into the receiver's buffer, so that both
+// cores copy. `claim` holds both ends of the chunks still to move; each end
+// takes one with a compare-and-swap. Each end counts the bytes of the chunks
+// it took once it no longer touches them (`written`, `read`), even where the
+// copy failed (the failure aborts the FIFO), so that the other end, leaving
+// on an error, can wait for the one in flight.
 struct alignas(64) PullCtrl {
-  std::atomic<uint64_t> frame;  // 1 + the step of the frame described here (0: none); stored last, by the receiver
+  // 1 + the step of the frame described here (0: none), stored last by the
+  // receiver with a compare-and-swap; or kPullWithdrawn | (1 + step): the
+  // sender left on an error before the receiver described it.
+  std::atomic<uint64_t> frame;
   uint64_t dst;                 // the receive buffer, in the receiver's process
   uint64_t bytes;               // the message
   uint64_t chunkBytes;          // what one claim moves (the last chunk may be shorter)
@@ -38,10 +45,14 @@ struct alignas(64) PullCtrl {
   char pad0[28];
   std::atomic<uint64_t> claim;  // frame tag (16 bits) | next chunk from the front (24) | end of those from the back (24)
   char pad1[56];
-  std::atomic<uint64_t> written;  // bytes the sender wrote into dst, added after each chunk
-  char pad2[56];
+  std::atomic<uint64_t> written;  // bytes of the chunks the sender took and is done with
+  std::atomic<uint32_t> writtenSleepers;  // a receiver asleep until `written` moves (transport/fifo_sleep.h)
+  char pad2[52];
+  std::atomic<uint64_t> read;     // bytes of the chunks the receiver took and is done with
+  char pad3[56];
 };
-static_assert(sizeof(PullCtrl) == 192, "what each end writes on a line of its own");
+static_assert(sizeof(PullCtrl) == 256, "what each end writes on a line of its own");
+constexpr uint64_t kPullWithdrawn = uint64_t{1} << 63;
 
 struct alignas(64) FifoCtrl {
   std::atomic<uint64_t> tail;          // slots posted by the sender
@@ -57,10 +68,9 @@ struct alignas(64) FifoCtrl {
   std::atomic<uint32_t> peerGone;   // set by a transport that saw its peer close (sockets)
   std::atomic<int32_t> failedRank;  // with abort: the rank whose failure started it (-1: unknown)
   int32_t senderPid, receiverPid;   // for liveness checks on one host (0: not checked)
-  PullCtrl pull;                    // shared-memory FIFOs of one host only (Connection::sharedCtrl)
 };
 static_assert(offsetof(FifoCtrl, head) == 64 && offsetof(FifoCtrl, abort) == 128, "one cache line per writer");
-static_assert(sizeof(FifoCtrl) <= 4096, "the control block is a page (fifoBytes)");
+static_assert(sizeof(FifoCtrl) == 192, "device connectors place one every 256 bytes (transport/ipc.cc)");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters are shared across processes");
 
 struct Fifo {
@@ -80,6 +90,14 @@ inline void fifoAbort(FifoCtrl* ctrl, int failedRank) {
   ctrl->abort.store(1);
 }
 
+// The pulled message's state of a FIFO whose control page both ends map
+// (Connection::sharedCtrl), at a fixed place in that page.
+constexpr size_t kPullCtrlOffset = 1024;
+static_assert(kPullCtrlOffset >= sizeof(FifoCtrl) && kPullCtrlOffset + sizeof(PullCtrl) <= 4096, "in the page");
+inline PullCtrl& pullCtrl(const Fifo& f) {
+  return *reinterpret_cast<PullCtrl*>(reinterpret_cast<char*>(f.ctrl) + kPullCtrlOffset);
+}
+
 // Bytes of one FIFO: control block (a page) plus the slots.
 inline size_t fifoBytes(size_t slotBytes) { return 4096 + kSlots * slotBytes; }
 inline void fifoInit(void* mem, size_t slotBytes, Fifo* f) {
@@ -91,7 +109,6 @@ inline void fifoInit(void* mem, size_t slotBytes, Fifo* f) {
   f->ctrl->abort.store(0);
   f->ctrl->peerGone.store(0);
   f->ctrl->failedRank.store(-1);
-  f->ctrl->pull.frame.store(0);
   f->data = static_cast<char*>(mem) + 4096;
   f->slotBytes = slotBytes;
 }

@@ -29,6 +29,7 @@ static_assert(offsetof(DevFifoCtrl, head) == 64 && offsetof(DevFifoCtrl, abort) 
 static_assert(offsetof(DevFifoCtrl, bytes) == offsetof(FifoCtrl, bytes), "DevFifoCtrl mirrors FifoCtrl");
 
 constexpr size_t kCtrlStride = 256;
+static_assert(sizeof(FifoCtrl) <= kCtrlStride, "a channel's control block");
 size_t segmentBytes(int nChannels) { return (4096 + nChannels * kCtrlStride + 4095) & ~size_t(4095); }
 
 constexpr uint64_t kIpcMagic = 0x6370692d6c636361ull;  // "accl-ipc"

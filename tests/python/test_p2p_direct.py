@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -152,3 +153,39 @@ def test_large_sends_between_threads(debug_log, monkeypatch, direct):
         assert text.count(STRAIGHT) == N and text.count("a rank of this process") == N, text
     else:
         assert STRAIGHT not in text
+
+
+@pytest.mark.timeout(60)
+def test_a_sender_that_fails_mid_copy_is_not_read_after_it_returned(monkeypatch):
+    # Rank 1 takes rank 0's 64 MiB straight into the buffer it also sends to
+    # rank 2, which comes 1 s late: rank 1 reads the first chunks, then waits
+    # for its own send. Rank 0 is aborted meanwhile and frees its buffer as
+    # soon as its call returns. Rank 1 must not read it afterwards (threads:
+    # a read of freed memory would crash this process); every rank fails.
+    monkeypatch.setenv("ACCL_P2P_DIRECT_MIN_BYTES", MIN_BYTES)
+    ctypes.CDLL(accl.library_path()).ncclResetDebugInit()
+    count = 16 << 20
+
+    def body(comm):
+        try:
+            if comm.rank == 0:
+                x = np.ones(count, np.int32)
+                threading.Timer(0.3, comm.abort).start()
+                try:
+                    comm.send(x, 1)
+                finally:
+                    del x  # 64 MiB: unmapped at once
+            elif comm.rank == 1:
+                buf = np.zeros(count, np.int32)
+                with accl.group():
+                    comm.recv(buf, 0)
+                    comm.send(buf, 2)
+            else:
+                time.sleep(1.0)
+                comm.recv(np.zeros(count, np.int32), 1)
+        except accl.NcclError as e:
+            return type(e).__name__
+        return "no error"
+
+    errors = run_ranks(N, body)
+    assert errors[0] != "no error" and errors[1] == "RemoteError" and errors[2] != "no error", errors
