@@ -90,13 +90,15 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str:
 
 
 def _run_ranks(nranks: int, tmp_path, transport: str = "shm", timeout: float = 45.0, rank_env=None,
-               logs=None) -> list[str]:
+               logs=None, script: str = RANK_SCRIPT) -> list[str]:
     """Every rank's results file. rank_env: extra variables per rank; logs:
-    a list that receives every rank's stderr."""
+    a list that receives every rank's stderr; script: what each rank runs
+    (`python -c script NRANKS RANK OUT`; rank 0 prints the unique id first,
+    the others find it in TEST_ACCL_UID)."""
     env = dict(os.environ)
     env.setdefault("NCCL_SOCKET_IFNAME", "lo")
     outs = [str(tmp_path / f"rank{r}.npz") for r in range(nranks)]
-    cmd = [sys.executable, "-c", RANK_SCRIPT, str(nranks)]
+    cmd = [sys.executable, "-c", script, str(nranks)]
     def env_of(r):
         e = dict(env, **(rank_env or {}).get(r, {}))
         return dict(e, NCCL_HOSTID=f"host{r}") if transport == "sockets" else e

@@ -8,9 +8,6 @@ says the path was taken; the same patterns through the slots
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -22,6 +19,7 @@ import pytest
 import accl
 import p2p_patterns
 from test_collectives import run_ranks
+from test_multiprocess import _run_ranks
 
 pytestmark = pytest.mark.skipif(accl.query_mode()[0], reason="host arrays need host mode")
 
@@ -75,40 +73,20 @@ def check_mismatch(errors: list[str], direct: str) -> None:
     assert errors[2] == "idle"
 
 
-def spawn(tmp_path: Path, direct: str, timeout: float = 60.0) -> tuple[list[dict], list[str]]:
+def spawn(tmp_path: Path, direct: str, monkeypatch) -> tuple[list[dict], list[str]]:
     """The patterns on N processes: each rank's results and stderr."""
-    env = dict(os.environ, TEST_PATTERNS_DIR=str(HERE), ACCL_P2P_DIRECT=direct, ACCL_P2P_DIRECT_MIN_BYTES=MIN_BYTES,
-               NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
-    env.setdefault("NCCL_SOCKET_IFNAME", "lo")
-    outs = [tmp_path / f"rank{r}.npz" for r in range(N)]
-    cmd = [sys.executable, "-c", RANK_SCRIPT, str(N)]
-    procs = [subprocess.Popen(cmd + ["0", str(outs[0])], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)]
-    logs = []
-    try:
-        env["TEST_ACCL_UID"] = procs[0].stdout.readline().strip()
-        procs += [subprocess.Popen(cmd + [str(r), str(outs[r])], env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True) for r in range(1, N)]
-        deadline = time.monotonic() + timeout
-        for r, p in enumerate(procs):
-            try:
-                _, err = p.communicate(timeout=max(deadline - time.monotonic(), 1))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"rank {r} of {N} timed out")
-            assert p.returncode == 0, f"rank {r} failed ({p.returncode}):\n{err[-4000:]}"
-            logs.append(err)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    for k, v in dict(TEST_PATTERNS_DIR=str(HERE), ACCL_P2P_DIRECT=direct, ACCL_P2P_DIRECT_MIN_BYTES=MIN_BYTES,
+                     NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL").items():
+        monkeypatch.setenv(k, v)
+    logs: list[str] = []
+    outs = _run_ranks(N, tmp_path, timeout=60.0, logs=logs, script=RANK_SCRIPT)
     return [dict(np.load(o)) for o in outs], logs
 
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("direct", ["1", "0"], ids=["straight", "slots"])
-def test_large_sends_between_processes(tmp_path, direct):
-    results, logs = spawn(tmp_path, direct)
+def test_large_sends_between_processes(tmp_path, monkeypatch, direct):
+    results, logs = spawn(tmp_path, direct, monkeypatch)
     for rank, res in enumerate(results):
         check(res, rank)
     check_mismatch([str(res["error"]) for res in results], direct)
