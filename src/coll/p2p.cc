@@ -47,6 +47,7 @@ struct Message {
   size_t copied = 0;
   uint64_t seenWritten = 0;  // a pulled receive's last look at the sender's bytes (PullCtrl::written)
   uint64_t seenHead = 0;     // a pulled send's last look at the FIFO's head
+  uint64_t seenFrame = 0;    // and at PullCtrl::frame (the receiver describes the message there)
   // A receive's: the sends of the call whose buffers it overlaps (in place);
   // it writes a part only once they have taken what was there.
   std::vector<const Message*> after;
@@ -218,15 +219,18 @@ void markOverlaps(Queues& sendQ, Queues& recvQ) {
 
 // ---- Pulled sends (above)
 
-// A claim word: the frame's tag, the next chunk from the front, the end of
-// those from the back. The tag keeps a late compare-and-swap off the next
-// pulled message of the FIFO.
+// A claim word: closed (a call left on an error: no more claims), the
+// frame's tag, the next chunk from the front, the end of those from the
+// back. The tag keeps a late compare-and-swap off the next pulled message
+// of the FIFO; closing keeps both ends, which say what each end took.
 constexpr uint64_t kChunkMask = (uint64_t{1} << 24) - 1;
-uint64_t frameTag(uint64_t step) { return (step + 1) & 0xffff; }
+constexpr uint64_t kClaimClosed = uint64_t{1} << 63;
+uint64_t frameTag(uint64_t step) { return (step + 1) & 0x7fff; }
 uint64_t packClaim(uint64_t tag, uint64_t lo, uint64_t hi) { return tag << 48 | lo << 24 | hi; }
-uint64_t claimTag(uint64_t c) { return c >> 48; }
+uint64_t claimTag(uint64_t c) { return c >> 48 & 0x7fff; }
 uint64_t claimLo(uint64_t c) { return c >> 24 & kChunkMask; }
 uint64_t claimHi(uint64_t c) { return c & kChunkMask; }
+bool claimable(uint64_t c) { return !(c & kClaimClosed) && claimLo(c) < claimHi(c); }
 
 // What one claim moves: 128 KiB, as the direct collectives' chunks through
 // cross memory attach (each costs a system call), and more for a message of
@@ -285,13 +289,14 @@ void postPull(ncclComm* comm, Steps& steps, Queue& q, Message& m) {
 
 // While its pulled send waits: one chunk from the back of the message into
 // the receiver's buffer, once the receiver has described it and allows it.
-ncclResult_t writeChunk(ncclComm* comm, Steps& steps, Connection* c, const Message& m, bool* moved) {
+ncclResult_t writeChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m, bool* moved) {
   PullCtrl& pc = pullCtrl(c->fifo);
-  if (pc.frame.load(std::memory_order_acquire) != m.frame + 1 || !pc.senderWrites) return ncclSuccess;
+  if ((m.seenFrame = pc.frame.load(std::memory_order_acquire)) != m.frame + 1 || !pc.senderWrites)
+    return ncclSuccess;
   const uint64_t tag = frameTag(m.frame);
   uint64_t claim = pc.claim.load(std::memory_order_relaxed);
   do {
-    if (claimTag(claim) != tag || claimLo(claim) >= claimHi(claim)) return ncclSuccess;
+    if (claimTag(claim) != tag || !claimable(claim)) return ncclSuccess;
   } while (!pc.claim.compare_exchange_weak(claim, claim - 1, std::memory_order_relaxed));
   const size_t at = (claimHi(claim) - 1) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
   const ncclResult_t r = peerCopy(comm, steps, c, true, pc.dst + at, m.buf + at, n);
@@ -311,8 +316,12 @@ ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
              "with the same counts?)", static_cast<unsigned long long>(f.bytes), m.bytes - m.done);
     return steps.fail(c, ncclInvalidUsage, why);
   }
+  // A call that failed left the FIFO aborted, and this frame perhaps
+  // described already: never describe it again.
+  if (aborted(c)) return steps.check(c);
   PullCtrl& pc = pullCtrl(c->fifo);
   uint64_t before = pc.frame.load(std::memory_order_acquire);
+  if (before == c->step + 1) return steps.fail(c, ncclInternalError, "failed: this pull frame was taken up before");
   const size_t chunk = pullChunkBytes(m.bytes);
   pc.dst = reinterpret_cast<uintptr_t>(m.buf);
   pc.bytes = m.bytes;
@@ -326,7 +335,7 @@ ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
     if (aborted(c)) return steps.check(c);
     return steps.fail(c, ncclRemoteError, "failed: the sender withdrew its send (its call failed)");
   }
-  fifoWakeSleepers(&c->fifo.ctrl->head, &c->fifo.ctrl->headSleepers);  // a sender asleep: it may help now
+  fifoWakeSleepers(&pc.frame, &pc.frameSleepers);  // a sender asleep: it may help now
   m.pulled = true;
   m.frame = c->step;
   m.src = f.src;
@@ -339,7 +348,7 @@ ncclResult_t pullChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m, 
   PullCtrl& pc = pullCtrl(c->fifo);
   m.seenWritten = pc.written.load(std::memory_order_acquire);  // what a sleep waits to see move
   uint64_t claim = pc.claim.load(std::memory_order_relaxed);
-  while (claimLo(claim) < claimHi(claim)) {
+  while (claimable(claim)) {
     const size_t at = claimLo(claim) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
     if (!m.mayWrite(at, n)) return ncclSuccess;  // in place: a send of the call has yet to take these bytes
     if (aborted(c)) return steps.check(c);  // the sender left: its buffer may be gone
@@ -363,19 +372,20 @@ ncclResult_t pullChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m, 
 }
 
 // Until `done` reaches `want`: a chunk the other end took is still in flight.
-// A rank of this process finishes it (its memory stays ours until then); one
-// of another process may have stopped, so that wait gives up after 2 s (a
-// late write, or a read of memory gone, then stays in that process).
+// It takes microseconds; the wait gives up after 10 s for a rank of this
+// process, 2 s for one of another (with a WARN: a rank stopped longer, by
+// SIGSTOP say, may then still copy that chunk, into this rank's buffer or
+// out of it, when it resumes).
 void awaitChunk(ncclComm* comm, const Queue& q, const std::atomic<uint64_t>& done, uint64_t want) {
-  const bool here = sameProcess(comm, q.peer);
-  const Deadline::Clock::time_point until = Deadline::Clock::now() + std::chrono::seconds(2);
+  const int seconds = sameProcess(comm, q.peer) ? 10 : 2;
+  const Deadline::Clock::time_point until = Deadline::Clock::now() + std::chrono::seconds(seconds);
   Backoff b;
-  while (done.load(std::memory_order_acquire) < want &&
-         (here || (processAlive(localPid(comm, q.peer)) && Deadline::Clock::now() < until)))
+  while (done.load(std::memory_order_acquire) < want && processAlive(localPid(comm, q.peer)) &&
+         Deadline::Clock::now() < until)
     b.pause();
   if (done.load(std::memory_order_acquire) < want)
-    WARN("%s (%s, rank %d): rank %d did not finish a chunk of its straight copy within 2 s of this call's error",
-         q.msgs[q.head].op->opName, comm->name.c_str(), comm->rank, q.peer);
+    WARN("%s (%s, rank %d): rank %d did not finish a chunk of its straight copy within %d s of this call's error",
+         q.msgs[q.head].op->opName, comm->name.c_str(), comm->rank, q.peer, seconds);
 }
 
 // The call ends with an error while a peer may still copy into a pulled
@@ -383,13 +393,7 @@ void awaitChunk(ncclComm* comm, const Queue& q, const std::atomic<uint64_t>& don
 // yet described is withdrawn), and the chunk it may be copying lands first,
 // so that no rank touches this call's buffers once it returned.
 void settlePulls(ncclComm* comm, Queues& sendQ, Queues& recvQ) {
-  auto revoke = [](PullCtrl& pc) {
-    uint64_t claim = pc.claim.load(std::memory_order_relaxed);
-    while (!pc.claim.compare_exchange_weak(claim, packClaim(claimTag(claim), claimHi(claim), claimHi(claim)),
-                                           std::memory_order_relaxed)) {
-    }
-    return claim;
-  };
+  auto revoke = [](PullCtrl& pc) { return pc.claim.fetch_or(kClaimClosed, std::memory_order_relaxed); };
   for (Queue& q : recvQ) {
     if (!q.open() || !q.msgs[q.head].pulled) continue;
     const Message& m = q.msgs[q.head];
@@ -420,8 +424,13 @@ void sleepOnQueues(Queues& sendQ, Queues& recvQ) {
   for (Queue& q : sendQ) {
     if (!q.open()) continue;
     FifoCtrl* ctrl = q.conn->fifo.ctrl;
-    if (q.msgs[q.head].pulled) s.head(ctrl, q.msgs[q.head].seenHead);  // until released (or described)
-    else s.head(ctrl, q.conn->step - kSlots);  // nothing moved: the FIFO is full, head is here
+    const Message& m = q.msgs[q.head];
+    if (m.pulled) {  // until released, or described (then it helps)
+      s.head(ctrl, m.seenHead);
+      if (m.seenFrame != m.frame + 1) s.frame(pullCtrl(q.conn->fifo), m.seenFrame);
+    } else {
+      s.head(ctrl, q.conn->step - kSlots);  // nothing moved: the FIFO is full, head is here
+    }
   }
   for (Queue& q : recvQ) {
     if (!q.open()) continue;

@@ -186,7 +186,7 @@ void logVersionOnce(const ModeInfo& mode) {
 // this process's affinity, which a rank bound to a core narrows to one.
 long hostCpus() {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  char buf[256] = {};
+  char buf[4096] = {};
   if (FILE* f = fopen("/sys/fs/cgroup/cpu.max", "r")) {  // "max 100000" or "200000 100000"
     long quota = 0, period = 0;
     if (fscanf(f, "%ld %ld", &quota, &period) == 2 && quota > 0 && period > 0)

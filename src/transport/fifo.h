@@ -42,7 +42,8 @@ struct alignas(64) PullCtrl {
   uint64_t bytes;               // the message
   uint64_t chunkBytes;          // what one claim moves (the last chunk may be shorter)
   uint32_t senderWrites;        // 0: the sender must not write (the receive overlaps a send of its call)
-  char pad0[28];
+  std::atomic<uint32_t> frameSleepers;  // a sender asleep until `frame` moves (transport/fifo_sleep.h)
+  char pad0[24];
   std::atomic<uint64_t> claim;  // frame tag (16 bits) | next chunk from the front (24) | end of those from the back (24)
   char pad1[56];
   std::atomic<uint64_t> written;  // bytes of the chunks the sender took and is done with

@@ -40,6 +40,7 @@ class FifoSleepSet {
   void tail(FifoCtrl* c, uint64_t seen) { add(&c->tail, &c->tailSleepers, seen); }
   void head(FifoCtrl* c, uint64_t seen) { add(&c->head, &c->headSleepers, seen); }
   void written(PullCtrl& p, uint64_t seen) { add(&p.written, &p.writtenSleepers, seen); }
+  void frame(PullCtrl& p, uint64_t seen) { add(&p.frame, &p.frameSleepers, seen); }
   void sleep(int timeoutMs) {
     fifoSleep(counters_.data(), sleepers_.data(), seen_.data(), static_cast<int>(counters_.size()), timeoutMs);
   }
