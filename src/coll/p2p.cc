@@ -357,7 +357,6 @@ ncclResult_t pullChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m, 
     pc.read.fetch_add(n, std::memory_order_release);
     NCCLCHECK(r);
     m.copied += n;
-    m.done = at + n;
     *moved = true;
     return ncclSuccess;  // a chunk per pass: the other queues, and this rank's own pulled sends, take turns
   }
@@ -410,7 +409,6 @@ void settlePulls(ncclComm* comm, Queues& sendQ, Queues& recvQ) {
     if (frame != m.frame + 1 &&
         pc.frame.compare_exchange_strong(frame, kPullWithdrawn | (m.frame + 1), std::memory_order_acq_rel))
       continue;  // withdrawn before the receiver took it up
-    if (claimTag(pc.claim.load(std::memory_order_relaxed)) != frameTag(m.frame)) continue;
     const uint64_t claim = revoke(pc);  // the receiver's chunks: up to lo
     awaitChunk(comm, q, pc.read, std::min<size_t>(m.bytes, claimLo(claim) * pc.chunkBytes));
   }
@@ -510,10 +508,10 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
   // However the call ends, no sender writes into its receive buffers after it.
   struct Settle {
     ncclComm* comm;
-    Queues& recvQ;
     Queues& sendQ;
+    Queues& recvQ;
     ~Settle() { settlePulls(comm, sendQ, recvQ); }
-  } settle{comm, recvQ, sendQ};
+  } settle{comm, sendQ, recvQ};
   Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; see Driver for who moves the frames
   Driver driver(steps.ownCore());
   Backoff backoff;

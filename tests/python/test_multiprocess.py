@@ -21,9 +21,10 @@ DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "flo
 OPS = ["sum", "prod", "max", "min", "avg"]
 
 
-# Each rank: rank 0 prints the unique id (hex) first, then every rank reduces
-# the same inputs with each op and saves the results.
-RANK_SCRIPT = textwrap.dedent("""
+# How a rank script of _run_ranks starts: its arguments (NRANKS RANK OUT),
+# and the unique id, which rank 0 makes and prints (hex) first and the other
+# ranks find in TEST_ACCL_UID.
+RANK_PREAMBLE = textwrap.dedent("""
     import os, sys
     import numpy as np
     import accl
@@ -33,6 +34,10 @@ RANK_SCRIPT = textwrap.dedent("""
         print(uid.hex(), flush=True)
     else:
         uid = bytes.fromhex(os.environ["TEST_ACCL_UID"])
+""")
+
+# Each rank reduces the same inputs with each op and saves the results.
+RANK_SCRIPT = RANK_PREAMBLE + textwrap.dedent("""
     results = {}
     with accl.Communicator(nranks, uid, rank) as comm:
         assert (comm.rank, comm.size, comm.device) == (rank, nranks, -1)

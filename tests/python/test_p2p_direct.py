@@ -19,7 +19,7 @@ import pytest
 import accl
 import p2p_patterns
 from test_collectives import run_ranks
-from test_multiprocess import _run_ranks
+from test_multiprocess import RANK_PREAMBLE, _run_ranks
 
 pytestmark = pytest.mark.skipif(accl.query_mode()[0], reason="host arrays need host mode")
 
@@ -29,17 +29,9 @@ N = 3
 # Set: with more ranks than CPUs (CI's 2), the default waits for 4 MiB.
 MIN_BYTES = "65536"
 
-RANK_SCRIPT = textwrap.dedent("""
-    import os, sys
-    import numpy as np
+RANK_SCRIPT = RANK_PREAMBLE + textwrap.dedent("""
     sys.path.insert(0, os.environ["TEST_PATTERNS_DIR"])
-    import accl, p2p_patterns
-    nranks, rank, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    if rank == 0:
-        uid = accl.get_unique_id()
-        print(uid.hex(), flush=True)
-    else:
-        uid = bytes.fromhex(os.environ["TEST_ACCL_UID"])
+    import p2p_patterns
     comm = accl.Communicator(nranks, uid, rank)
     got = p2p_patterns.run(comm)
     error = p2p_patterns.mismatch(comm)
