@@ -19,6 +19,7 @@
 
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <system_error>
 
 #include "coll/dev_state.h"
 #include "coll/host_direct.h"
@@ -36,7 +38,21 @@
 
 namespace accl {
 
+namespace {
+void watchLoop(ncclComm* comm);  // below, with watchPeers
+
+void stopWatcher(DevState& d) {
+  {
+    std::lock_guard<std::mutex> lock(d.watcherMu);
+    d.watcherStop = true;
+  }
+  d.watcherWake.notify_all();
+  if (d.watcher.joinable()) d.watcher.join();
+}
+}  // namespace
+
 void DevStateDeleter::operator()(DevState* d) const {
+  stopWatcher(*d);    // it reads the status word
   d->stager.reset();  // its thread and pinned memory first
   if (d->lastEvent) (void)cudaEventDestroy(d->lastEvent);
   if (d->joinEvent) (void)cudaEventDestroy(d->joinEvent);
@@ -152,6 +168,7 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
 
 void devStop(ncclComm* comm) {
   if (!comm->dev) return;
+  stopWatcher(*comm->dev);  // it walks the connections, which go next
   comm->dev->stager.reset();
   devDirectRelease(comm);
 }
@@ -238,6 +255,15 @@ ncclResult_t devSetup(ncclComm* comm) {
   INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv; sends and receives larger than "
        "their channels' slots copy directly with %d rank(s) of this process on this device", comm->name.c_str(),
        comm->rank, comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels, local);
+  if (comm->dev->watchesPeers) {
+    try {
+      comm->dev->watcher = std::thread(watchLoop, comm);
+    } catch (const std::system_error& e) {
+      WARN("%s rank %d: could not start the thread that watches the ranks of this host: %s", comm->name.c_str(),
+           comm->rank, e.what());
+      return ncclSystemError;
+    }
+  }
   return ncclSuccess;
 }
 
@@ -283,6 +309,21 @@ void watchPeers(ncclComm* comm) {
     forEachConnection(comm, [k](Connection* c) {
       if (c->peer == k && c->device) c->abort(k);
     });
+  }
+}
+
+// The watch's own thread: watchPeers every ACCL_PEER_CHECK_MS until
+// devStop, while no kernel has failed (once one has, the error is there to
+// report). Where the application polls or waits through ACCL, watchPeers runs
+// there too, and whichever thread comes first looks.
+void watchLoop(ncclComm* comm) {
+  pthread_setname_np(pthread_self(), "accl-watch");
+  DevState& d = *comm->dev;
+  std::unique_lock<std::mutex> lock(d.watcherMu);
+  while (!d.watcherWake.wait_for(lock, std::chrono::milliseconds(d.peerCheckMs), [&d] { return d.watcherStop; })) {
+    lock.unlock();
+    if (d.status->reason == kDevOk) watchPeers(comm);
+    lock.lock();
   }
 }
 

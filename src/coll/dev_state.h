@@ -7,8 +7,10 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
@@ -47,6 +49,13 @@ struct DevState {
   std::atomic<uint64_t> lastPeerCheckMs{0};
   uint64_t peerCheckMs = 100;  // ACCL_PEER_CHECK_MS
   std::unique_ptr<std::atomic<const char*>[]> peersGone;
+  // The watch's own thread (where watchesPeers), which looks every
+  // peerCheckMs until devStop: an application that only waits on its stream
+  // (cudaStreamSynchronize) neither polls nor calls.
+  std::thread watcher;
+  std::mutex watcherMu;
+  std::condition_variable watcherWake;
+  bool watcherStop = false;
   Connection* ringSend = nullptr;
   Connection* ringRecv = nullptr;
   // All ranks on this GPU: the blocks each rank's direct collectives may run

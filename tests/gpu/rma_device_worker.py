@@ -243,10 +243,11 @@ def dead(rank, nranks, uid):
         check(lib.ncclCommAbort(comm), "ncclCommAbort")
 
 
-def dead_in_collective(rank, nranks, uid):
+def dead_in_collective(rank, nranks, uid, poll=True):
     """Rank 1 exits without destroying its communicator after an allreduce;
     rank 0's next allreduce waits for it in a kernel. Polling
-    ncclCommGetAsyncError, as torch's watchdog does, finds rank 1 gone: the
+    ncclCommGetAsyncError, as torch's watchdog does (poll), or only waiting
+    on the stream (the watch's own thread looks), finds rank 1 gone: the
     kernel stops and the error (ncclRemoteError) names rank 1 within seconds,
     not at ACCL_TIMEOUT."""
     comm = init(rank, nranks, uid)
@@ -264,19 +265,26 @@ def dead_in_collective(rank, nranks, uid):
     check(lib.ncclAllReduce(P(x.data.ptr), P(x.data.ptr), x.size, FLOAT32, 0, comm, P(s.ptr)), "ncclAllReduce")
     t0 = time.monotonic()
     err = I()
-    while True:
-        check(lib.ncclCommGetAsyncError(comm, ctypes.byref(err)), "ncclCommGetAsyncError")
-        if err.value not in (0, 7):  # ncclSuccess, ncclInProgress
-            break
-        assert time.monotonic() - t0 < 30, "no error 30 s after rank 1 died"
-        time.sleep(0.05)
+    if poll:
+        while True:
+            check(lib.ncclCommGetAsyncError(comm, ctypes.byref(err)), "ncclCommGetAsyncError")
+            if err.value not in (0, 7):  # ncclSuccess, ncclInProgress
+                break
+            assert time.monotonic() - t0 < 30, "no error 30 s after rank 1 died"
+            time.sleep(0.05)
+    s.synchronize()  # the kernel left
+    assert time.monotonic() - t0 < 30, "the kernel waited on the dead rank for 30 s"
+    check(lib.ncclCommGetAsyncError(comm, ctypes.byref(err)), "ncclCommGetAsyncError")
     assert err.value == 6, err.value  # ncclRemoteError
     assert "rank 1" in lib.ncclGetLastError(None).decode()
-    s.synchronize()  # the kernel left
     check(lib.ncclCommAbort(comm), "ncclCommAbort")
     with s:
         assert int((cp.arange(10) + 1).sum()) == 55  # the GPU still runs work
     print("OK", flush=True)
+
+
+def dead_in_collective_unpolled(rank, nranks, uid):
+    dead_in_collective(rank, nranks, uid, poll=False)
 
 
 def mixed(rank, nranks, uid):
@@ -294,7 +302,7 @@ def mixed(rank, nranks, uid):
 
 
 SCENARIOS = {"exchange": exchange, "graph": graph, "timeout": timeout, "dead": dead, "mixed": mixed,
-             "dead_in_collective": dead_in_collective}
+             "dead_in_collective": dead_in_collective, "dead_in_collective_unpolled": dead_in_collective_unpolled}
 
 if __name__ == "__main__":
     scenario, rank, nranks, uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), bytes.fromhex(sys.argv[4])

@@ -74,9 +74,11 @@ def test_a_dead_peer_ends_a_waiting_kernel():
     assert time.monotonic() - t0 < 40  # well before ACCL_TIMEOUT
 
 
-def test_a_dead_peer_ends_a_waiting_collective():
+@pytest.mark.parametrize("scenario", ["dead_in_collective", "dead_in_collective_unpolled"])
+def test_a_dead_peer_ends_a_waiting_collective(scenario):
+    """Polling ncclCommGetAsyncError, or only waiting on the stream."""
     t0 = time.monotonic()
-    run_procs("dead_in_collective", 2, extra={"ACCL_TIMEOUT": "120"}, timeout=100)
+    run_procs(scenario, 2, extra={"ACCL_TIMEOUT": "120"}, timeout=100)
     assert time.monotonic() - t0 < 60  # well before ACCL_TIMEOUT
 
 
