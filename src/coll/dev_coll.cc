@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/mode.h"
 #include "core/peer_life.h"
+#include "core/threads.h"
 
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <cuda_runtime.h>
@@ -27,7 +28,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <system_error>
 
 #include "coll/dev_state.h"
 #include "coll/host_direct.h"
@@ -166,6 +166,10 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
   return ncclSuccess;
 }
 
+void devStopWatch(ncclComm* comm) {
+  if (comm->dev) stopWatcher(*comm->dev);
+}
+
 void devStop(ncclComm* comm) {
   if (!comm->dev) return;
   stopWatcher(*comm->dev);  // it walks the connections, which go next
@@ -255,15 +259,9 @@ ncclResult_t devSetup(ncclComm* comm) {
   INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv; sends and receives larger than "
        "their channels' slots copy directly with %d rank(s) of this process on this device", comm->name.c_str(),
        comm->rank, comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels, local);
-  if (comm->dev->watchesPeers) {
-    try {
-      comm->dev->watcher = std::thread(watchLoop, comm);
-    } catch (const std::system_error& e) {
-      WARN("%s rank %d: could not start the thread that watches the ranks of this host: %s", comm->name.c_str(),
-           comm->rank, e.what());
-      return ncclSystemError;
-    }
-  }
+  if (comm->dev->watchesPeers)
+    NCCLCHECK(startThread(&comm->dev->watcher, [comm] { watchLoop(comm); },
+                          "%s rank %d's watch of the ranks of this host", comm->name.c_str(), comm->rank));
   return ncclSuccess;
 }
 
@@ -285,9 +283,10 @@ namespace {
 // aborts its own connectors, so the ranks waiting on it stop too), while one
 // that got what it needed first never looks, and neither does an idle rank
 // whose peer finished and left. So this is no error by itself: only a wait
-// that still needs the rank fails. Run where the application polls
-// (ncclCommGetAsyncError, as torch's watchdog does; every call) and while
-// the host waits for the stream (devWait).
+// that still needs the rank fails. Run by the watch's own thread
+// (watchLoop), where the application polls (ncclCommGetAsyncError, as
+// torch's watchdog does; every call) and while the host waits for the
+// stream (devWait).
 void watchPeers(ncclComm* comm) {
   DevState& d = *comm->dev;
   if (!d.watchesPeers) return;
@@ -1011,6 +1010,7 @@ int devChoose(int) { return -1; }
 ncclResult_t devProbe(ncclComm*, PeerInfo*) { return ncclInternalError; }
 ncclResult_t devSetup(ncclComm*) { return ncclInternalError; }
 void devStop(ncclComm*) {}
+void devStopWatch(ncclComm*) {}
 void devStopKernels(ncclComm*) {}
 int devChannelCount(const ncclComm*) { return 1; }
 bool devBuffer(const void*) { return false; }

@@ -363,6 +363,7 @@ void commFree(ncclComm* comm) {
   auto inside = [comm] { return comm->inFlight.load() > 0 || commPinned(comm); };
   while (inside() && std::chrono::steady_clock::now() < leaveBy) usleep(100);
   if (inside()) {  // better a leak than freeing memory a call still uses
+    devStopWatch(comm);
     peerLifeLeave(comm);
     WARN("%s (rank %d): calls are still inside the communicator 10 s after it was stopped: it is left "
          "allocated rather than freed under them", comm->name.c_str(), comm->rank);

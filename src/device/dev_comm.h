@@ -110,9 +110,12 @@ ncclResult_t devRunStagedCall(ncclComm* comm, void* stream, const void* src, siz
 struct Registration;
 void devRegister(ncclComm* comm, Registration* reg);
 ncclResult_t devDeregister(ncclComm* comm, Registration* reg);
-// Before the communicator's connections go (commFree): stops the staging proxy
-// and lets go of the direct collectives' table.
+// Before the communicator's connections go (commFree): stops the peer watch's
+// thread and the staging proxy, and lets go of the direct collectives' table.
 void devStop(ncclComm* comm);
+// Only the peer watch's thread: a communicator left allocated (calls still
+// inside it) keeps the rest.
+void devStopWatch(ncclComm* comm);
 // The communicator failed or is being aborted: kernels that wait without a
 // connector (ncclWaitSignal's) see it and leave. From any thread.
 void devStopKernels(ncclComm* comm);

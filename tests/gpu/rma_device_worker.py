@@ -244,8 +244,9 @@ def dead(rank, nranks, uid):
 
 
 def dead_in_collective(rank, nranks, uid, poll=True):
-    """Rank 1 exits without destroying its communicator after an allreduce;
-    rank 0's next allreduce waits for it in a kernel. Polling
+    """Rank 1 exits without destroying its communicator after an allreduce,
+    while rank 0's next allreduce waits for it in a kernel (so the call
+    itself, which looks at the peers too, found it alive). Polling
     ncclCommGetAsyncError, as torch's watchdog does (poll), or only waiting
     on the stream (the watch's own thread looks), finds rank 1 gone: the
     kernel stops and the error (ncclRemoteError) names rank 1 within seconds,
@@ -259,9 +260,9 @@ def dead_in_collective(rank, nranks, uid, poll=True):
     s.synchronize()
     assert float(x[0]) == nranks and float(x[-1]) == nranks
     if rank == 1:
+        time.sleep(3.0)  # rank 0's kernel waits meanwhile
         print("OK", flush=True)
         os._exit(0)
-    time.sleep(1.0)  # rank 1 has exited
     check(lib.ncclAllReduce(P(x.data.ptr), P(x.data.ptr), x.size, FLOAT32, 0, comm, P(s.ptr)), "ncclAllReduce")
     t0 = time.monotonic()
     err = I()
