@@ -18,4 +18,16 @@ int crossCopy(pid_t pid, bool toPeer, uint64_t remote, char* local, size_t bytes
   return 0;
 }
 
+bool crossReachable(pid_t pid, uint64_t keyAddr, uint64_t key) {
+  if (pid == 0) {  // another PID namespace: its pid names another process here, or none
+    errno = ESRCH;
+    return false;
+  }
+  uint64_t got = 0;
+  iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(keyAddr), sizeof(got)};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) return false;
+  if (got != key) errno = ESRCH;  // another process with that pid (another pid namespace)
+  return got == key;
+}
+
 }  // namespace accl

@@ -17,4 +17,10 @@ namespace accl {
 // not mapped, or the destination is read-only), EPERM (ptrace's rules).
 int crossCopy(pid_t pid, bool toPeer, uint64_t remote, char* local, size_t bytes, size_t* done);
 
+// Whether this process can read process `pid`'s memory: it reads the
+// peer's process key (PeerInfo::processKey) at the address the peer gave
+// (PeerInfo::reachProbe). pid 0 (a peer in another PID namespace) never is.
+// errno says why not (ESRCH: gone, or another process holds that pid).
+bool crossReachable(pid_t pid, uint64_t keyAddr, uint64_t key);
+
 }  // namespace accl

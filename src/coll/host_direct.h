@@ -70,10 +70,9 @@ ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std:
 // Unmaps what hostDirectAttach mapped (deregistration, communicator teardown).
 void hostDirectDetach(ncclWindow_vidmem* win);
 
-// Rank k lives in another process of this host whose memory this rank reaches
-// through cross memory attach (every rank of the communicator is on this host
-// and reaches every other's, agreed at init).
-bool hostDirectReaches(const ncclComm* comm, int k);
+// Every rank of the communicator is on this host and reaches every other's
+// memory through cross memory attach (agreed at init).
+bool hostDirectAnyBuffer(const ncclComm* comm);
 
 // The communicator failed or is aborted: the other ranks leave their direct
 // calls (and this rank's later ones fail at once). Any thread.

@@ -2,7 +2,6 @@
 // the windows' mapping at registration (coll/host_direct.h).
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "coll/cross_copy.h"
 #include "coll/host_direct_state.h"
 #include "coll/rma.h"
 #include "coll/tuner.h"
@@ -62,20 +62,6 @@ size_t segmentBytes(int n, size_t payloadBytes) {
   return static_cast<size_t>(n) * (sizeof(Slot) + kDescs * payloadBytes);
 }
 std::string segmentName(const ncclComm* comm) { return shmSegmentName(comm, 0, 0, kTagHostDirect); }
-
-// This rank can read process `pid`'s memory: it reads the peer's process key
-// at the address the peer gave. errno says why not.
-bool canAttach(pid_t pid, uint64_t keyAddr, uint64_t key) {
-  if (pid == 0) {  // another PID namespace: its pid names another process here, or none
-    errno = ESRCH;
-    return false;
-  }
-  uint64_t got = 0;
-  iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(keyAddr), sizeof(got)};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) return false;
-  if (got != key) errno = ESRCH;  // another process with that pid (another pid namespace)
-  return got == key;
-}
 
 }  // namespace
 
@@ -140,7 +126,7 @@ ncclResult_t hostDirectInit(ncclComm* comm) {
     if (q == me || sameProcess(comm, q)) continue;
     if (paramInt(Param::Cma) == 0) {
       mine.unreached = me;
-    } else if (!canAttach(localPid(comm, q), comm->peers[q].reachProbe, comm->peers[q].processKey)) {
+    } else if (!crossReachable(localPid(comm, q), comm->peers[q].reachProbe, comm->peers[q].processKey)) {
       mine.unreached = q;
       mine.err = errno;
     }
@@ -227,9 +213,7 @@ ncclResult_t hostDirectAttach(ncclComm* comm, ncclWindow_vidmem* win, const std:
   return ncclSuccess;
 }
 
-bool hostDirectReaches(const ncclComm* comm, int k) {
-  return comm->hostDirect && comm->hostDirect->anyBuffer && !sameProcess(comm, k);
-}
+bool hostDirectAnyBuffer(const ncclComm* comm) { return comm->hostDirect && comm->hostDirect->anyBuffer; }
 
 void hostDirectStop(ncclComm* comm) {
   if (std::atomic<int32_t>* word = comm->directStopWord.load()) word->store(1);

@@ -23,7 +23,7 @@
 
 #include "coll/coll.h"
 #include "coll/cross_copy.h"
-#include "coll/host_direct.h"
+#include "coll/p2p_reach.h"
 #include "coll/steps.h"
 #include "core/check.h"
 #include "core/comm.h"
@@ -244,7 +244,7 @@ size_t pullChunkBytes(size_t bytes) {
 // that reaches this one's memory.
 bool pullable(ncclComm* comm, const Queue& q, const Message& m) {
   return comm->p2pPullMinBytes > 0 && m.bytes >= static_cast<size_t>(comm->p2pPullMinBytes) && !m.copy &&
-         q.conn->sharedCtrl && (sameProcess(comm, q.peer) || hostDirectReaches(comm, q.peer));
+         q.conn->sharedCtrl && (sameProcess(comm, q.peer) || p2pReachesProcess(comm, q.peer));
 }
 
 // The peer failed, or this rank did (the FIFO is aborted): the error that

@@ -19,6 +19,7 @@
 #include "accl.h"
 #include "coll/coll.h"
 #include "coll/host_direct.h"
+#include "coll/p2p_reach.h"
 #include "core/check.h"
 #include "core/mode.h"
 #include "core/peer_life.h"
@@ -321,6 +322,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     ring.recv = std::move(recvs[0]);
   }
   NCCLCHECK(hostDirectInit(comm));
+  NCCLCHECK(p2pReachInit(comm));
   comm->p2pPullMinBytes = p2pPullMinBytes(comm);
   if (comm->deviceMode) NCCLCHECK(devSetup(comm));
   INFO(kInit, "%s rank %d/%d ready (%s; ring %d -> %d -> %d, %s/%s)", comm->name.c_str(), rank, nranks,

@@ -171,6 +171,9 @@ struct ncclComm {
   // Host buffers: a send of at least this many bytes to a rank that reaches
   // this one's memory is pulled by the receiver (coll/p2p.cc); -1: none.
   int64_t p2pPullMinBytes = -1;
+  // By rank: a rank of this host in another process that pulled sends reach
+  // both ways (coll/p2p_reach.h); empty or 0 elsewhere.
+  std::vector<uint8_t> p2pReach;
   bool p2pPullAnnounced = false;  // the first pulled send's INFO line is out
   accl::HostDirectPtr hostDirect;  // host mode, every rank on one host: the direct collectives' slots (after directStopWord, which its destructor clears)
 };

@@ -52,43 +52,71 @@ def check(results: dict, rank: int) -> None:
         np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}: {name}")
 
 
-def check_mismatch(errors: list[str], direct: str) -> None:
-    """Rank 1 names the sizes (whole, where the message came straight; else
-    its last slot's); rank 0, whose straight send waits for rank 1, learns
-    of rank 1's failure (through the slots, its send may end first); rank 2
-    was idle."""
+def check_mismatch(errors: list[str], straight: bool) -> None:
+    """Rank 1 names the sizes (whole, where rank 0's message came straight;
+    else its last slot's); rank 0, whose straight send waits for rank 1,
+    learns of rank 1's failure (through the slots, its send may end first);
+    rank 2 was idle."""
     assert errors[1].startswith("InvalidUsageError") and "were expected" in errors[1], errors[1]
-    sizes = (p2p_patterns.COUNT * 4, (p2p_patterns.COUNT + 1) * 4) if direct == "1" else (12, 16)
+    sizes = (p2p_patterns.COUNT * 4, (p2p_patterns.COUNT + 1) * 4) if straight else (12, 16)
     assert f"sent {sizes[0]} bytes where {sizes[1]} were expected" in errors[1], errors[1]
-    if direct == "1" or errors[0] != "no error":
+    if straight or errors[0] != "no error":
         assert errors[0].startswith("RemoteError") and "rank 1" in errors[0], errors[0]
     assert errors[2] == "idle"
 
 
-def spawn(tmp_path: Path, direct: str, monkeypatch) -> tuple[list[dict], list[str]]:
+# Where the ranks are: every rank's extra environment.
+LAYOUTS = {
+    "one_host": {},
+    # ranks 0 and 1 share a host, rank 2 is on another (sockets)
+    "two_hosts": {0: {"NCCL_HOSTID": "hostA"}, 1: {"NCCL_HOSTID": "hostA"}, 2: {"NCCL_HOSTID": "hostB"}},
+    # one host with no direct collectives: the pairs find their reach themselves
+    "no_direct_collectives": {r: {"ACCL_DIRECT": "0"} for r in range(N)},
+    # and rank 1 refuses cross memory attach: only ranks 0 and 2 reach each other
+    "cma_off_on_rank_1": {r: {"ACCL_DIRECT": "0", **({"ACCL_CMA": "0"} if r == 1 else {})} for r in range(N)},
+}
+
+
+def spawn(tmp_path: Path, direct: str, monkeypatch, layout: str = "one_host") -> tuple[list[dict], list[str]]:
     """The patterns on N processes: each rank's results and stderr."""
     for k, v in dict(TEST_PATTERNS_DIR=str(HERE), ACCL_P2P_DIRECT=direct, ACCL_P2P_DIRECT_MIN_BYTES=MIN_BYTES,
                      NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,COLL").items():
         monkeypatch.setenv(k, v)
     logs: list[str] = []
-    outs = _run_ranks(N, tmp_path, timeout=60.0, logs=logs, script=RANK_SCRIPT)
+    outs = _run_ranks(N, tmp_path, timeout=60.0, logs=logs, script=RANK_SCRIPT, rank_env=LAYOUTS[layout])
     return [dict(np.load(o)) for o in outs], logs
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("direct", ["1", "0"], ids=["straight", "slots"])
-def test_large_sends_between_processes(tmp_path, monkeypatch, direct):
-    results, logs = spawn(tmp_path, direct, monkeypatch)
-    if direct == "1" and "direct collectives on any buffer" not in logs[0]:
+@pytest.mark.parametrize("direct, layout", [("1", "one_host"), ("0", "one_host"), ("1", "two_hosts"),
+                                            ("1", "no_direct_collectives"), ("1", "cma_off_on_rank_1")],
+                         ids=["straight", "slots", "straight-two_hosts", "straight-no_direct_collectives",
+                              "straight-cma_off_on_rank_1"])
+def test_large_sends_between_processes(tmp_path, monkeypatch, direct, layout):
+    results, logs = spawn(tmp_path, direct, monkeypatch, layout)
+    unreached = "direct collectives on any buffer" not in logs[0] if layout == "one_host" else \
+        "sends straight between buffers reach 0 of" in logs[0]
+    if direct == "1" and unreached:
         pytest.skip("these processes cannot reach each other's memory (cross memory attach: ptrace's rules)")
     for rank, res in enumerate(results):
         check(res, rank)
-    check_mismatch([str(res["error"]) for res in results], direct)
-    straight = [log for log in logs if STRAIGHT in log]
-    if direct == "1":  # every rank sends in the ring
-        assert len(straight) == N and all("through cross memory attach" in log for log in straight), logs
-    else:
+    pair01 = direct == "1" and layout != "cma_off_on_rank_1"  # rank 0's sends to rank 1 go straight
+    check_mismatch([str(res["error"]) for res in results], pair01)
+    straight = [r for r, log in enumerate(logs) if STRAIGHT in log]
+    if direct == "0":
         assert not straight
+    elif layout == "cma_off_on_rank_1":  # 2 -> 0 in the ring, 0 -> 2 in all-to-all
+        assert straight == [0, 2], logs
+        assert "reach 1 of the 2" in logs[0] and "reach 1 of the 2" in logs[2], logs
+        assert "reach 0 of the 2" in logs[1] and "ACCL_CMA=0" in logs[1], logs[1]
+    elif layout == "two_hosts":  # only the pair on hostA: rank 2 reaches the others through sockets
+        assert straight == [0, 1], logs
+        assert all("through cross memory attach" in logs[r] for r in straight), logs
+        assert "reach 1 of the 1" in logs[1] and "ranks of this host in other processes" in logs[1], logs[1]
+        assert "sends straight between buffers reach" not in logs[2], logs[2]  # alone on its host
+    else:  # every rank sends in the ring
+        assert straight == list(range(N)), logs
+        assert all("through cross memory attach" in log for log in logs), logs
 
 
 @pytest.fixture
@@ -133,7 +161,7 @@ def test_large_sends_between_threads(debug_log, params, direct):
     for rank, (got, _) in enumerate(results):
         check({**{"got " + k: g for k, (g, _) in got.items()}, **{"want " + k: w for k, (_, w) in got.items()}},
               rank)
-    check_mismatch([error for _, error in results], direct)
+    check_mismatch([error for _, error in results], direct == "1")
     text = debug_log.read_text() if debug_log.exists() else ""
     if direct == "1":
         assert text.count(STRAIGHT) == N and text.count("a rank of this process") == N, text
