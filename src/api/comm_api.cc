@@ -8,6 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
 #include "core/check.h"
 #include "core/group.h"
 #include "core/split.h"
@@ -170,12 +172,17 @@ extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
   }
   NCCLCHECK(checkParentReady(comm, fn));
   struct Offer {  // what each existing rank brings to the allgather
-    ncclUniqueId id;
+    accl::SealedId id;  // sealed with this communicator's secret (bootstrap/wire.h)
     int32_t hasId;
     int32_t nRanks;
   };
-  Offer mine{};
-  if (uniqueId) mine.id = *uniqueId;
+  Offer mine;
+  memset(&mine, 0, sizeof(mine));
+  if (uniqueId) {
+    accl::UniqueIdLayout given;
+    memcpy(&given, uniqueId->internal, sizeof(given));
+    NCCLCHECK(accl::sealId(comm->bootstrap->secret(), given, &mine.id));
+  }
   mine.hasId = uniqueId != nullptr;
   mine.nRanks = nRanks;
   return startChild(
@@ -184,18 +191,25 @@ extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
         std::vector<Offer> all(comm->nranks);
         all[comm->rank] = mine;
         NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Offer)));
+        std::vector<accl::UniqueIdLayout> ids(comm->nranks);
+        for (int q = 0; q < comm->nranks; ++q) {
+          if (all[q].hasId && !accl::openId(comm->bootstrap->secret(), all[q].id, &ids[q])) {
+            WARN("ncclCommGrow (%s, rank %d): the uniqueId from rank %d does not verify: it was altered on the way",
+                 comm->name.c_str(), comm->rank, q);
+            return ncclSystemError;
+          }
+        }
         for (int q = 0; q < comm->nranks; ++q) {
           const Offer& o = all[q];
           if (o.nRanks != all[0].nRanks ||
-              (o.hasId && memcmp(&o.id, &all[0].id, sizeof(o.id)) != 0)) {
+              (o.hasId && memcmp(&ids[q], &ids[0], sizeof(ids[q])) != 0)) {
             WARN("ncclCommGrow (%s, rank %d): rank %d passes %s than rank 0: every existing rank must grow to the "
                  "same nRanks with rank 0's uniqueId (or NULL)", comm->name.c_str(), comm->rank, q,
                  o.nRanks != all[0].nRanks ? "another nRanks" : "another uniqueId");
             return ncclInvalidArgument;
           }
         }
-        accl::UniqueIdLayout id;
-        memcpy(&id, all[0].id.internal, sizeof(id));
+        const accl::UniqueIdLayout& id = ids[0];
         if (!accl::uniqueIdValid(id)) {
           WARN("ncclCommGrow (%s, rank %d): rank 0's uniqueId was not made by ncclCommGetUniqueId", comm->name.c_str(),
                comm->rank);

@@ -66,6 +66,21 @@ inline bool secretEqual(const uint8_t* a, const uint8_t* b) {
 
 // n random bytes from the kernel (getrandom).
 ncclResult_t randomBytes(uint8_t* out, size_t n);
+
+// A unique id on its way between the ranks of a communicator (ncclCommSplit,
+// ncclCommShrink, ncclCommGrow), which are authenticated when they connect
+// but not encrypted: its secret is masked with a key made for this id alone
+// from the communicator's secret and a random salt (HMAC-SHA256), and a MAC
+// covers the whole, so that only the communicator's ranks read the secret
+// and none takes an id altered on the way. The root's address travels as is.
+struct SealedId {
+  UniqueIdLayout id;  // the secret masked
+  uint8_t salt[16];
+  uint8_t mac[kMacBytes];
+};
+ncclResult_t sealId(const uint8_t* key, const UniqueIdLayout& id, SealedId* out);
+// False where the MAC does not verify (altered, or sealed with another secret).
+bool openId(const uint8_t* key, const SealedId& in, UniqueIdLayout* out);
 // Fills h's nonce and MAC, once every other field is set (bootstrap/wire.cc).
 ncclResult_t sealHello(Hello& h, const uint8_t* secret);
 // The magic is right and the MAC verifies with `secret`.

@@ -6,7 +6,9 @@
 
 #include <unistd.h>
 
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
 #include "coll/host_direct.h"
 #include "core/check.h"
 #include "core/wait.h"
@@ -16,8 +18,21 @@ namespace {
 
 struct SplitEntry {
   int32_t color, key, rank, pad;
-  UniqueIdLayout id;  // filled by each color's first rank (its new rank 0)
+  SealedId id;  // filled by each color's first rank (its new rank 0)
 };
+
+// A child's id, sealed with the parent's secret (bootstrap/wire.h).
+ncclResult_t makeSealedId(ncclComm* parent, SealedId* out) {
+  UniqueIdLayout id;
+  NCCLCHECK(makeUniqueId(&id, false));
+  return sealId(parent->bootstrap->secret(), id, out);
+}
+ncclResult_t openSealedId(ncclComm* parent, const SealedId& in, int from, const char* op, UniqueIdLayout* out) {
+  if (openId(parent->bootstrap->secret(), in, out)) return ncclSuccess;
+  WARN("%s (%s, rank %d): the new communicator's unique id from rank %d does not verify: it was altered on the "
+       "way", op, parent->name.c_str(), parent->rank, from);
+  return ncclSystemError;
+}
 
 }  // namespace
 
@@ -39,12 +54,13 @@ ncclResult_t commSplit(ncclComm* parent, int color, int key, ncclComm* child) {
   });
   const bool leader = !group.empty() && group[0].rank == parent->rank;
   // Second round: each color's leader publishes a fresh unique id.
-  if (leader) NCCLCHECK(makeUniqueId(&all[parent->rank].id, false));
+  if (leader) NCCLCHECK(makeSealedId(parent, &all[parent->rank].id));
   NCCLCHECK(parent->bootstrap->allgather(all.data(), sizeof(SplitEntry)));
   if (color < 0 || !child) return ncclSuccess;
   int newRank = 0;
   while (group[newRank].rank != parent->rank) ++newRank;
-  const UniqueIdLayout& id = all[group[0].rank].id;
+  UniqueIdLayout id;
+  NCCLCHECK(openSealedId(parent, all[group[0].rank].id, group[0].rank, "ncclCommSplit", &id));
   child->rank = newRank;
   child->nranks = static_cast<int>(group.size());
   INFO(kInit, "%s rank %d: split color %d key %d -> rank %d of %zu", parent->name.c_str(), parent->rank, color,
@@ -60,24 +76,26 @@ ncclResult_t commShrink(ncclComm* parent, const std::vector<int>& excluded, nccl
   const int tag = parent->shrinkCount++;
   // The first remaining rank makes the id and hands it to each of the others
   // over a fresh authenticated connection of the parent's bootstrap.
-  UniqueIdLayout id;
+  SealedId sealed;
   Deadline dl(&parent->abortFlag);
   if (newRank == 0) {
-    NCCLCHECK(makeUniqueId(&id, false));
+    NCCLCHECK(makeSealedId(parent, &sealed));
     for (size_t i = 1; i < keep.size(); ++i) {
       int fd = -1;
       NCCLCHECK(parent->bootstrap->connectPeer(keep[i], Purpose::Shrink, tag, &fd));
-      ncclResult_t r = socketSend(fd, &id, sizeof(id), dl);
+      ncclResult_t r = socketSend(fd, &sealed, sizeof(sealed), dl);
       close(fd);
       NCCLCHECK(r);
     }
   } else {
     int fd = -1;
     NCCLCHECK(parent->bootstrap->acceptPeer(keep[0], Purpose::Shrink, tag, &fd));
-    ncclResult_t r = socketRecv(fd, &id, sizeof(id), dl);
+    ncclResult_t r = socketRecv(fd, &sealed, sizeof(sealed), dl);
     close(fd);
     NCCLCHECK(r);
   }
+  UniqueIdLayout id;
+  NCCLCHECK(openSealedId(parent, sealed, keep[0], "ncclCommShrink", &id));
   child->rank = newRank;
   child->nranks = static_cast<int>(keep.size());
   INFO(kInit, "%s rank %d: shrink without %zu rank(s) -> rank %d of %zu", parent->name.c_str(), parent->rank,

@@ -243,6 +243,38 @@ TEST(hello_mac_and_replay) {
   close(listenFd);
 }
 
+// A child communicator's id on its way over the parent's bootstrap (split,
+// shrink, grow): the secret is not in the bytes that travel, only the
+// parent's secret opens them, and any changed byte is refused.
+TEST(sealed_id_hides_the_secret_and_refuses_changes) {
+  uint8_t parent[kSecretBytes], other[kSecretBytes];
+  for (int i = 0; i < kSecretBytes; ++i) parent[i] = static_cast<uint8_t>(3 * i + 7), other[i] = parent[i];
+  other[31] ^= 0x80;
+  UniqueIdLayout id;
+  memset(&id, 0, sizeof(id));
+  id.magic = kIdMagic;
+  for (int i = 0; i < kSecretBytes; ++i) id.secret[i] = static_cast<uint8_t>(200 - i);
+  SealedId a, b;
+  CHECK_EQ(sealId(parent, id, &a), ncclSuccess);
+  CHECK_EQ(sealId(parent, id, &b), ncclSuccess);
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&a);
+  CHECK(std::search(bytes, bytes + sizeof(a), id.secret, id.secret + kSecretBytes) == bytes + sizeof(a));
+  CHECK(memcmp(a.id.secret, b.id.secret, kSecretBytes) != 0);  // a fresh salt: a fresh mask
+  UniqueIdLayout got;
+  memset(&got, 0, sizeof(got));
+  CHECK(openId(parent, a, &got));
+  CHECK(memcmp(&got, &id, sizeof(id)) == 0);
+  CHECK(openId(parent, b, &got));
+  CHECK(memcmp(&got, &id, sizeof(id)) == 0);
+  CHECK(!openId(other, a, &got));  // another communicator's secret
+  for (size_t at : {offsetof(SealedId, id) + offsetof(UniqueIdLayout, root), offsetof(SealedId, id) +
+                    offsetof(UniqueIdLayout, secret), offsetof(SealedId, salt), offsetof(SealedId, mac)}) {
+    SealedId changed = a;
+    reinterpret_cast<uint8_t*>(&changed)[at] ^= 1;
+    CHECK(!openId(parent, changed, &got));
+  }
+}
+
 // A process on the root's address that does not hold the secret (here it
 // answers every hello at once, as success and as a refusal) cannot make a
 // rank take its table or its error: the rank's init fails with
