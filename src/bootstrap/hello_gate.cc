@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "core/check.h"
 
@@ -38,6 +39,11 @@ bool HelloGate::readHello(size_t i) {
 }
 
 void HelloGate::admit(int fd) {
+  // Connections whose hello has not come are strangers or about to speak (a
+  // rank sends its hello as soon as it connects): past kMaxPending the
+  // oldest goes, so a flood of silent connections costs neither this
+  // process's descriptors nor a poll over thousands of them.
+  if (pending_.size() >= kMaxPending) drop(0, "was the oldest of too many connections without a hello");
   Pending p{fd, 0, Hello{}, std::chrono::steady_clock::now(), {}};
   if (self_ == kToRoot) {
     // A fresh socket's buffer takes these few bytes at once.
@@ -107,8 +113,15 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
     }
     if (n > 0 && polled[0].revents) {  // a new connection; the pending ones are read at the top
       int s = -1;
-      NCCLCHECK(socketTryAccept(listenFd_, &s));
-      if (s >= 0) admit(s);
+      bool starved = false;
+      NCCLCHECK(socketTryAccept(listenFd_, &s, &starved));
+      if (s >= 0) {
+        admit(s);
+      } else if (starved && !pending_.empty()) {  // no descriptor left: free the oldest stranger's
+        drop(0, "was the oldest connection without a hello when descriptors ran out");
+      } else if (starved) {  // the listener stays readable: wait for descriptors elsewhere to close
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
   }
 }

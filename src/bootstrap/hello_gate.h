@@ -5,7 +5,9 @@
 // hello must carry (sendRootHello), so no recorded hello passes at a root. A
 // stranger that connects and stays silent is dropped after kHelloSeconds
 // without holding up the connections queued behind it (a port scanner, or a
-// health check, must not delay an init).
+// health check, must not delay an init), and a flood of them, or a process
+// out of descriptors, neither fails the init nor costs more than
+// kMaxPending descriptors.
 #pragma once
 
 #include <array>
@@ -23,6 +25,8 @@ namespace accl {
 class HelloGate {
  public:
   static constexpr int kHelloSeconds = 5;
+  // Connections without a hello yet that it holds; past it the oldest goes.
+  static constexpr size_t kMaxPending = 256;
 
   // `self`: the rank whose listener it is, or kToRoot; hellos must be for it.
   HelloGate(int listenFd, const uint8_t* secret, const char* who, int32_t self = kToRoot)

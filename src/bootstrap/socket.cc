@@ -7,7 +7,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -173,8 +175,9 @@ ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd, bo
   }
 }
 
-ncclResult_t socketTryAccept(int listenFd, int* fd) {
+ncclResult_t socketTryAccept(int listenFd, int* fd, bool* starved) {
   *fd = -1;
+  if (starved) *starved = false;
   int s = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
   if (s >= 0) {
     tuneSocket(s);
@@ -182,18 +185,47 @@ ncclResult_t socketTryAccept(int listenFd, int* fd) {
     *fd = s;
     return ncclSuccess;
   }
-  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-    WARN("accept failed: %s", strerror(errno));
-    return ncclSystemError;
+  switch (errno) {
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM: {
+      static std::atomic<bool> told{false};
+      if (!told.exchange(true))
+        INFO(kBootstrap, "accept: %s (a connection waits until descriptors free up)", strerror(errno));
+      if (starved) *starved = true;
+      return ncclSuccess;
+    }
+    case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK:
+#endif
+    case EINTR:
+    case ECONNABORTED:
+    // accept(2): errors of the network that the new connection already
+    // ran into, to be treated as EAGAIN.
+    case ENETDOWN:
+    case EPROTO:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+      return ncclSuccess;
+    default:
+      WARN("accept failed: %s", strerror(errno));
+      return ncclSystemError;
   }
-  return ncclSuccess;
 }
 
 ncclResult_t socketAccept(int listenFd, const Deadline& dl, int* fd) {
   for (;;) {
     NCCLCHECK(pollOne(listenFd, POLLIN, dl, "accept"));
-    NCCLCHECK(socketTryAccept(listenFd, fd));
+    bool starved = false;
+    NCCLCHECK(socketTryAccept(listenFd, fd, &starved));
     if (*fd >= 0) return ncclSuccess;
+    if (starved) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the listener stays readable
   }
 }
 

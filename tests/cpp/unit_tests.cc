@@ -19,7 +19,11 @@
 #include <tuple>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #if defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
@@ -179,6 +183,81 @@ TEST(hello_gate_keeps_a_waiting_hello) {
 // field, a hello meant for another rank or another communicator, or a replay
 // of a hello the gate took is dropped, and a sealed hello holds no copy of
 // the secret.
+// A rank's gate (no challenge) and the hello of `rank` for it.
+Hello helloFor(int32_t rank, const uint8_t* secret) {
+  Hello h = {};
+  h.magic = kHelloMagic;
+  h.purpose = Purpose::Data;
+  h.rank = rank;
+  h.nranks = 2;
+  h.to = 0;
+  CHECK_EQ(sealHello(h, secret), ncclSuccess);
+  return h;
+}
+
+// Past kMaxPending silent connections the oldest go (their clients see the
+// end of the stream), and a rank's hello behind the flood still passes.
+TEST(hello_gate_outlasts_a_flood_of_silent_connections) {
+  SockAddr bound;
+  const int listenFd = listenOnLoopback(&bound);
+  uint8_t secret[kSecretBytes] = {5};
+  const size_t silent = HelloGate::kMaxPending + 40;
+  std::vector<int> clients(silent);
+  for (int& c : clients) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &c), ncclSuccess);
+  int good = -1;
+  const Hello h = helloFor(1, secret);
+  CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &good), ncclSuccess);
+  CHECK_EQ(socketSend(good, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
+  {
+    HelloGate gate(listenFd, secret, "test", 0);
+    int fd = -1;
+    Hello got;
+    CHECK_EQ(gate.next(Deadline(nullptr, 10), &fd, &got), ncclSuccess);
+    CHECK_EQ(got.rank, 1);
+    close(fd);
+    char byte;
+    CHECK_EQ(recv(clients[0], &byte, 1, 0), 0);  // the oldest was dropped
+  }
+  for (int c : clients) close(c);
+  close(good);
+  close(listenFd);
+}
+
+// A process with no descriptor left to accept with frees the oldest silent
+// connection's instead of failing: a child process at its limit still takes
+// the hello that comes after 30 silent connections.
+TEST(hello_gate_outlasts_running_out_of_descriptors) {
+  SockAddr bound;
+  const int listenFd = listenOnLoopback(&bound);
+  uint8_t secret[kSecretBytes] = {6};
+  const pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    int limit = 0, free = 0;  // descriptors below the limit: all taken but 4
+    for (; free < 4; ++limit) free += fcntl(limit, F_GETFD) == -1;
+    rlimit lim{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(2);
+    HelloGate gate(listenFd, secret, "test", 0);
+    int fd = -1;
+    Hello got;
+    const ncclResult_t r = gate.next(Deadline(nullptr, 20), &fd, &got);
+    _exit(r == ncclSuccess && got.rank == 1 ? 0 : 1);
+  }
+  std::vector<int> clients(30);
+  for (int& c : clients) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &c), ncclSuccess);
+  int good = -1;
+  const Hello h = helloFor(1, secret);
+  CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &good), ncclSuccess);
+  CHECK_EQ(socketSend(good, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
+  int status = -1;
+  CHECK_EQ(waitpid(child, &status, 0), child);
+  CHECK(WIFEXITED(status));
+  CHECK_EQ(WEXITSTATUS(status), 0);
+  for (int c : clients) close(c);
+  close(good);
+  close(listenFd);
+}
+
 TEST(hello_mac_and_replay) {
   SockAddr bound;
   const int listenFd = listenOnLoopback(&bound);
