@@ -271,9 +271,13 @@ extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nrank
     // ACCL's rendezvous handles thousands of ranks on one root: every rank uses
     // commIds[0], and the roots of the other ids are released (rank k mod nranks
     // releases id k) so that none of them lingers.
-    for (int k = 1; k < nId; ++k)
-      if (k % nranks == myrank && memcmp(&ids[k].root, &ids[0].root, sizeof(ids[0].root)) != 0)
-        accl::releaseRoot(ids[k]);
+    // An id passed twice is released once (its root is gone after that).
+    for (int k = 1; k < nId; ++k) {
+      if (k % nranks != myrank) continue;
+      bool seen = false;
+      for (int j = 0; j < k && !seen; ++j) seen = memcmp(&ids[k].root, &ids[j].root, sizeof(ids[k].root)) == 0;
+      if (!seen) accl::releaseRoot(ids[k]);
+    }
     auto* comm = new ncclComm();
     comm->cudaDev = accl::devChoose(-1);
     comm->config = cfg;

@@ -79,7 +79,8 @@ bool uniqueIdValid(const UniqueIdLayout& id) {
 void releaseRoot(const UniqueIdLayout& id) {
   int fd;
   Deadline dl(nullptr, 5);
-  if (socketConnect(id.root, dl, &fd) != ncclSuccess) return;
+  bool refused = false;  // a root that is gone already: nothing to release, no retries
+  if (socketConnect(id.root, dl, &fd, &refused) != ncclSuccess) return;
   FdGuard g(fd);
   Hello h = makeHello(Purpose::Root, 0, 0, 0, kToRoot);
   (void)sendRootHello(fd, h, id.secret, dl);

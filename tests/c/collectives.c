@@ -43,6 +43,7 @@ static int32_t wantRs(size_t i, void* c) {
 }
 
 static ncclUniqueId scalableIds[3];
+static ncclUniqueId repeatedIds[4]; /* one id passed three times: released once */
 
 static int runRank(ncclUniqueId id, size_t count) {
   ncclComm_t comm, half;
@@ -180,6 +181,15 @@ static int runRank(ncclUniqueId id, size_t count) {
     expect("allreduce on a scalable-init communicator", ok);
     OK(ncclCommDestroy(sc));
   }
+  {
+    ncclComm_t sc;
+    int ok = 1;
+    OK(ncclCommInitRankScalable(&sc, nranks, rank, 4, repeatedIds, NULL));
+    OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, sc, NULL));
+    for (i = 0; i < count; ++i) ok &= out[i] == wantSum(i, NULL);
+    expect("allreduce on a scalable-init communicator from a repeated id", ok);
+    OK(ncclCommDestroy(sc));
+  }
   OK(ncclGroupStart());
   OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, NULL));
   OK(ncclGroupSimulateEnd(&sim));
@@ -200,6 +210,8 @@ int main(int argc, char** argv) {
   if (nranks < 1 || nranks > 64 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
   for (r = 0; r < 3; ++r)
     if (ncclGetUniqueId(&scalableIds[r]) != ncclSuccess) return 2;
+  if (ncclGetUniqueId(&repeatedIds[0]) != ncclSuccess || ncclGetUniqueId(&repeatedIds[1]) != ncclSuccess) return 2;
+  repeatedIds[2] = repeatedIds[3] = repeatedIds[1];
   for (r = 0; r < nranks; ++r) {
     if ((pids[r] = fork()) == 0) {
       alarm(120);
