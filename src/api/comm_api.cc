@@ -176,26 +176,34 @@ extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
     int32_t hasId;
     int32_t nRanks;
   };
-  Offer mine;
-  memset(&mine, 0, sizeof(mine));
-  if (uniqueId) {
-    accl::UniqueIdLayout given;
-    memcpy(&given, uniqueId->internal, sizeof(given));
-    NCCLCHECK(accl::sealId(comm->bootstrap->secret(), given, &mine.id));
-  }
-  mine.hasId = uniqueId != nullptr;
-  mine.nRanks = nRanks;
+  accl::UniqueIdLayout given;
+  memset(&given, 0, sizeof(given));
+  if (uniqueId) memcpy(&given, uniqueId->internal, sizeof(given));
+  const bool hasId = uniqueId != nullptr;
+  const uint32_t seq = comm->growCount++;
   return startChild(
       comm, config,
-      [comm, mine](ncclComm* child) -> ncclResult_t {
+      [comm, given, hasId, nRanks, seq](ncclComm* child) -> ncclResult_t {
+        const uint8_t* key = comm->bootstrap->secret();
+        auto ctxOf = [&](int q) { return accl::IdContext{comm->commHash, accl::kIdGrow, seq, q, 0}; };
         std::vector<Offer> all(comm->nranks);
-        all[comm->rank] = mine;
+        Offer& mine = all[comm->rank];
+        // A rank that cannot seal its id still takes part (without it), so that none waits for it.
+        const ncclResult_t sealed = hasId ? accl::sealId(key, ctxOf(comm->rank), given, &mine.id) : ncclSuccess;
+        mine.hasId = hasId && sealed == ncclSuccess;
+        mine.nRanks = nRanks;
         NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Offer)));
+        NCCLCHECK(sealed);
+        if (!all[0].hasId) {
+          WARN("ncclCommGrow (%s, rank %d): rank 0 could not pass on its uniqueId (its WARN says why)",
+               comm->name.c_str(), comm->rank);
+          return ncclSystemError;
+        }
         std::vector<accl::UniqueIdLayout> ids(comm->nranks);
         for (int q = 0; q < comm->nranks; ++q) {
-          if (all[q].hasId && !accl::openId(comm->bootstrap->secret(), all[q].id, &ids[q])) {
-            WARN("ncclCommGrow (%s, rank %d): the uniqueId from rank %d does not verify: it was altered on the way",
-                 comm->name.c_str(), comm->rank, q);
+          if (all[q].hasId && !accl::openId(key, ctxOf(q), all[q].id, &ids[q])) {
+            WARN("ncclCommGrow (%s, rank %d): the uniqueId from rank %d does not verify: it was altered or swapped "
+                 "on the way", comm->name.c_str(), comm->rank, q);
             return ncclSystemError;
           }
         }

@@ -43,7 +43,8 @@ void HelloGate::admit(int fd) {
   // rank sends its hello as soon as it connects): past kMaxPending the
   // oldest goes, so a flood of silent connections costs neither this
   // process's descriptors nor a poll over thousands of them.
-  if (pending_.size() >= kMaxPending) drop(0, "was the oldest of too many connections without a hello");
+  if (pending_.size() >= kMaxPending)
+    evictOldest("was the oldest of too many connections without a hello", std::chrono::milliseconds(0));
   Pending p{fd, 0, Hello{}, std::chrono::steady_clock::now(), {}};
   if (self_ == kToRoot) {
     // A fresh socket's buffer takes these few bytes at once.
@@ -55,6 +56,18 @@ void HelloGate::admit(int fd) {
     }
   }
   pending_.push_back(p);
+}
+
+bool HelloGate::evictOldest(const char* why, std::chrono::milliseconds minAge) {
+  const auto bornBy = std::chrono::steady_clock::now() - minAge;
+  for (size_t i = 0; i < pending_.size() && pending_[i].since <= bornBy; ++i) {
+    const size_t before = pending_.size();
+    if (readHello(i)) continue;                  // in full: the next pass hands it on or refuses it
+    if (pending_.size() < before) return true;   // it had closed, and went
+    drop(i, why);
+    return true;
+  }
+  return false;
 }
 
 const char* HelloGate::refusal(size_t i) {
@@ -112,13 +125,13 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
       return ncclSystemError;
     }
     if (n > 0 && polled[0].revents) {  // a new connection; the pending ones are read at the top
-      int s = -1;
-      bool starved = false;
+      int s = -1, starved = 0;
       NCCLCHECK(socketTryAccept(listenFd_, &s, &starved));
       if (s >= 0) {
         admit(s);
-      } else if (starved && !pending_.empty()) {  // no descriptor left: free the oldest stranger's
-        drop(0, "was the oldest connection without a hello when descriptors ran out");
+      } else if (starved == EMFILE && evictOldest("was the oldest without a hello when this process ran out of "
+                                                  "descriptors", std::chrono::milliseconds(100))) {
+        // its descriptor is free for the next accept (silent for 100 ms at least: a rank speaks at once)
       } else if (starved) {  // the listener stays readable: wait for descriptors elsewhere to close
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }

@@ -53,6 +53,10 @@ class HelloGate {
   // A new connection: pending, after a root's challenge has gone to it.
   void admit(int fd);
   void drop(size_t i, const char* why);
+  // Makes room: drops the oldest pending connection, pending for minAge at
+  // least, whose hello has not come in full (read first: one that has is
+  // handed on or refused at the next pass). False where there is none.
+  bool evictOldest(const char* why, std::chrono::milliseconds minAge);
   // Reads what pending[i] has sent; true when its Hello is complete.
   bool readHello(size_t i);
   // Why pending[i]'s complete hello is refused, or nullptr: it is taken (its

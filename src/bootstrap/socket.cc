@@ -175,9 +175,9 @@ ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd, bo
   }
 }
 
-ncclResult_t socketTryAccept(int listenFd, int* fd, bool* starved) {
+ncclResult_t socketTryAccept(int listenFd, int* fd, int* starved) {
   *fd = -1;
-  if (starved) *starved = false;
+  if (starved) *starved = 0;
   int s = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
   if (s >= 0) {
     tuneSocket(s);
@@ -190,10 +190,11 @@ ncclResult_t socketTryAccept(int listenFd, int* fd, bool* starved) {
     case ENFILE:
     case ENOBUFS:
     case ENOMEM: {
+      const int err = errno;
       static std::atomic<bool> told{false};
       if (!told.exchange(true))
-        INFO(kBootstrap, "accept: %s (a connection waits until descriptors free up)", strerror(errno));
-      if (starved) *starved = true;
+        INFO(kBootstrap, "accept: %s (a connection waits until descriptors free up)", strerror(err));
+      if (starved) *starved = err;
       return ncclSuccess;
     }
     case EAGAIN:
@@ -222,7 +223,7 @@ ncclResult_t socketTryAccept(int listenFd, int* fd, bool* starved) {
 ncclResult_t socketAccept(int listenFd, const Deadline& dl, int* fd) {
   for (;;) {
     NCCLCHECK(pollOne(listenFd, POLLIN, dl, "accept"));
-    bool starved = false;
+    int starved = 0;
     NCCLCHECK(socketTryAccept(listenFd, fd, &starved));
     if (*fd >= 0) return ncclSuccess;
     if (starved) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the listener stays readable

@@ -50,11 +50,12 @@ ncclResult_t socketListen(const SockAddr& addr, int* fd, SockAddr* bound);
 ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd, bool* refused = nullptr);
 ncclResult_t socketAccept(int listenFd, const Deadline& dl, int* fd);
 // A connection if one is waiting, else *fd = -1 (ncclSuccess either way).
-// *starved (where given) says that one is waiting but the process or the
-// system ran out of descriptors or memory to take it (accept(2)'s EMFILE,
-// ENFILE, ENOBUFS, ENOMEM): it stays in the backlog until some close, so
-// the caller frees one or waits a little rather than fail.
-ncclResult_t socketTryAccept(int listenFd, int* fd, bool* starved = nullptr);
+// *starved (where given) is 0, or the errno that says one is waiting but
+// the process (EMFILE) or the system (ENFILE, ENOBUFS, ENOMEM) ran out of
+// descriptors or memory to take it: it stays in the backlog until some
+// close, so the caller frees one of its own (EMFILE) or waits a little
+// rather than fail.
+ncclResult_t socketTryAccept(int listenFd, int* fd, int* starved = nullptr);
 // All bytes or an error: ncclRemoteError when the peer closed, ncclTimeout, ncclSystemError.
 ncclResult_t socketSend(int fd, const void* buf, size_t len, const Deadline& dl);
 ncclResult_t socketRecv(int fd, void* buf, size_t len, const Deadline& dl);

@@ -30,41 +30,44 @@ ncclResult_t randomBytes(uint8_t* out, size_t n) {
 namespace {
 // The mask of a sealed id's secret, and its MAC, under labels of their own
 // (so neither is any other MAC of the same secret).
-void idMask(const uint8_t* key, const uint8_t* salt, uint8_t out[kSecretBytes]) {
+void idMask(const uint8_t* key, const IdContext& ctx, const uint8_t* salt, uint8_t out[kSecretBytes]) {
   static const char kLabel[] = "ACCL id mask";
   HmacSha256 mac(key, kSecretBytes);
   mac.update(kLabel, sizeof(kLabel));
+  mac.update(&ctx, sizeof(ctx));
   mac.update(salt, sizeof(SealedId::salt));
   mac.final(out);
 }
-void idMac(const uint8_t* key, const SealedId& s, uint8_t out[kMacBytes]) {
+void idMac(const uint8_t* key, const IdContext& ctx, const SealedId& s, uint8_t out[kMacBytes]) {
   static const char kLabel[] = "ACCL id mac";
   HmacSha256 mac(key, kSecretBytes);
   mac.update(kLabel, sizeof(kLabel));
+  mac.update(&ctx, sizeof(ctx));
   mac.update(&s, offsetof(SealedId, mac));
   mac.final(out);
 }
 static_assert(offsetof(SealedId, mac) + kMacBytes == sizeof(SealedId), "the MAC covers every byte before it");
+static_assert(sizeof(IdContext) == 24, "no padding: every byte of the context is a field's");
 }  // namespace
 
-ncclResult_t sealId(const uint8_t* key, const UniqueIdLayout& id, SealedId* out) {
+ncclResult_t sealId(const uint8_t* key, const IdContext& ctx, const UniqueIdLayout& id, SealedId* out) {
   memset(out, 0, sizeof(*out));
   memcpy(&out->id, &id, sizeof(id));
   NCCLCHECK(randomBytes(out->salt, sizeof(out->salt)));
   uint8_t mask[kSecretBytes];
-  idMask(key, out->salt, mask);
+  idMask(key, ctx, out->salt, mask);
   for (int i = 0; i < kSecretBytes; ++i) out->id.secret[i] ^= mask[i];
-  idMac(key, *out, out->mac);
+  idMac(key, ctx, *out, out->mac);
   return ncclSuccess;
 }
 
-bool openId(const uint8_t* key, const SealedId& in, UniqueIdLayout* out) {
+bool openId(const uint8_t* key, const IdContext& ctx, const SealedId& in, UniqueIdLayout* out) {
   uint8_t mac[kMacBytes];
-  idMac(key, in, mac);
+  idMac(key, ctx, in, mac);
   if (!secretEqual(mac, in.mac)) return false;
   memcpy(out, &in.id, sizeof(*out));
   uint8_t mask[kSecretBytes];
-  idMask(key, in.salt, mask);
+  idMask(key, ctx, in.salt, mask);
   for (int i = 0; i < kSecretBytes; ++i) out->secret[i] ^= mask[i];
   return true;
 }

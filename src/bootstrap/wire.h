@@ -78,9 +78,20 @@ struct SealedId {
   uint8_t salt[16];
   uint8_t mac[kMacBytes];
 };
-ncclResult_t sealId(const uint8_t* key, const UniqueIdLayout& id, SealedId* out);
-// False where the MAC does not verify (altered, or sealed with another secret).
-bool openId(const uint8_t* key, const SealedId& in, UniqueIdLayout* out);
+// Where a sealed id belongs, which its MAC covers too: an id sealed for
+// another child (another color's, an earlier split's or shrink's) is refused.
+struct IdContext {
+  uint64_t commHash;  // the parent's
+  uint32_t op;        // kIdSplit, kIdShrink, kIdGrow
+  uint32_t seq;       // the parent's calls of that kind before this one
+  int32_t from;       // the sealing rank, in the parent
+  int32_t detail;     // a split's color; 0 otherwise
+};
+constexpr uint32_t kIdSplit = 1, kIdShrink = 2, kIdGrow = 3;
+ncclResult_t sealId(const uint8_t* key, const IdContext& ctx, const UniqueIdLayout& id, SealedId* out);
+// False where the MAC does not verify (altered, sealed with another secret,
+// or for another context).
+bool openId(const uint8_t* key, const IdContext& ctx, const SealedId& in, UniqueIdLayout* out);
 // Fills h's nonce and MAC, once every other field is set (bootstrap/wire.cc).
 ncclResult_t sealHello(Hello& h, const uint8_t* secret);
 // The magic is right and the MAC verifies with `secret`.

@@ -1,8 +1,9 @@
 #include "coll/p2p_reach.h"
 
-#include <cerrno>
+#include <algorithm>
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "coll/cross_copy.h"
@@ -15,9 +16,6 @@ namespace {
 
 // Two ranks of one process: the same key and pid (pids repeat across PID namespaces).
 bool oneProcess(const PeerInfo& a, const PeerInfo& b) { return a.processKey == b.processKey && a.pid == b.pid; }
-
-// A host holds at most this many ranks whose reach a word can say.
-constexpr int kMaxLocal = 64;
 
 }  // namespace
 
@@ -33,29 +31,43 @@ ncclResult_t p2pReachInit(ncclComm* comm) {
     return ncclSuccess;
   }
   if (comm->deviceMode || n < 2) return ncclSuccess;
-  // Every rank decides alike from what all know: whether any host holds two processes.
-  bool pairs = false;
-  std::vector<int> local(n);  // a rank's place among the ranks of its host, in rank order
-  std::map<uint64_t, int> perHost;
+  // Each rank's process, numbered among its host's processes in rank order
+  // (reach is the process's: its ranks share one address space).
+  std::map<uint64_t, int> procsOnHost;
+  std::map<std::tuple<uint64_t, uint64_t, int32_t>, int> number;
+  std::vector<int> proc(n);
+  int most = 0;
   for (int q = 0; q < n; ++q) {
-    local[q] = perHost[peers[q].hostHash]++;
-    for (int p = 0; p < q && !pairs; ++p) pairs = otherProcessHere(p, q);
+    const PeerInfo& p = peers[q];
+    const auto key = std::make_tuple(p.hostHash, p.processKey, p.pid);
+    auto it = number.find(key);
+    if (it == number.end()) it = number.emplace(key, procsOnHost[p.hostHash]++).first;
+    proc[q] = it->second;
+    most = std::max(most, procsOnHost[p.hostHash]);
   }
-  if (!pairs) return ncclSuccess;
-  // Bit i: this rank reads the memory of the rank at place i of its host.
-  std::vector<uint64_t> reached(n, 0);
+  if (most < 2) return ncclSuccess;  // no host holds two processes: every rank finds the same
+  // Bit j of a rank's words: it reads the memory of process j of its host.
+  const size_t words = (static_cast<size_t>(most) + 63) / 64;
+  std::vector<uint64_t> reached(static_cast<size_t>(n) * words, 0);
+  uint64_t* mine = &reached[static_cast<size_t>(me) * words];
   const bool cma = paramInt(Param::Cma) != 0;
-  for (int q = 0; q < n && cma; ++q)
-    if (otherProcessHere(me, q) && local[q] < kMaxLocal &&
-        crossReachable(localPid(comm, q), peers[q].reachProbe, peers[q].processKey))
-      reached[me] |= uint64_t{1} << local[q];
-  NCCLCHECK(comm->bootstrap->allgather(reached.data(), sizeof(uint64_t)));
+  std::vector<bool> tried(static_cast<size_t>(most));
+  for (int q = 0; q < n && cma; ++q) {
+    const int j = proc[q];
+    if (!otherProcessHere(me, q) || tried[j]) continue;  // one try per process
+    tried[j] = true;
+    if (crossReachable(localPid(comm, q), peers[q].reachProbe, peers[q].processKey))
+      mine[j / 64] |= uint64_t{1} << (j % 64);
+  }
+  NCCLCHECK(comm->bootstrap->allgather(reached.data(), words * sizeof(uint64_t)));
+  auto reads = [&](int a, int b) {  // rank a reads rank b's process
+    return reached[static_cast<size_t>(a) * words + proc[b] / 64] >> (proc[b] % 64) & 1;
+  };
   int count = 0, here = 0;
   for (int q = 0; q < n; ++q) {
     if (!otherProcessHere(me, q)) continue;
     ++here;
-    comm->p2pReach[q] = local[q] < kMaxLocal && local[me] < kMaxLocal && (reached[me] >> local[q] & 1) &&
-                        (reached[q] >> local[me] & 1);
+    comm->p2pReach[q] = reads(me, q) && reads(q, me);
     count += comm->p2pReach[q];
   }
   if (here > 0)

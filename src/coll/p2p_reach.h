@@ -15,9 +15,10 @@ namespace accl {
 // ranks of two processes and the direct collectives' setup did not already
 // find every pair reachable (ranks on several hosts, ACCL_DIRECT=0 or
 // NCCL_ALGO on a rank, a pair that cannot attach): each rank tries to attach
-// to the processes of the other ranks of its host, and one allgather of a
-// word per rank tells every rank which of its host's ranks reached it. Host
-// mode only. Only a failing bootstrap is an error.
+// to the other processes of its host, and one allgather of a bit per process
+// of the busiest host (in 64-bit words) tells every rank which of its host's
+// processes reached its own. Host mode only. Only a failing bootstrap is an
+// error.
 ncclResult_t p2pReachInit(ncclComm* comm);
 
 // Rank k is of this host, in another process, and the two reach each other.

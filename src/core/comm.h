@@ -123,6 +123,8 @@ struct ncclComm {
   std::atomic<bool> suspended{false};  // ncclCommSuspend: no new operations until ncclCommResume
   std::atomic<uint64_t> gpuBytes{0};   // device memory this communicator allocated (ncclCommMemStats)
   int shrinkCount = 0;                // ncclCommShrink calls so far (every remaining rank counts alike)
+  uint32_t splitCount = 0;            // ncclCommSplit calls so far (every rank counts alike)
+  uint32_t growCount = 0;             // ncclCommGrow calls so far (every existing rank counts alike)
   std::thread initThread;            // non-blocking init runs here
   // Who frees the comm while an init job on a caller's thread (a blocking
   // init, or a group's) owns it (api/init_api.cc): kInitNone, kInitRunning,

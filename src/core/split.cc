@@ -21,16 +21,17 @@ struct SplitEntry {
   SealedId id;  // filled by each color's first rank (its new rank 0)
 };
 
-// A child's id, sealed with the parent's secret (bootstrap/wire.h).
-ncclResult_t makeSealedId(ncclComm* parent, SealedId* out) {
+// A child's id, sealed with the parent's secret for its context (bootstrap/wire.h).
+ncclResult_t makeSealedId(ncclComm* parent, const IdContext& ctx, SealedId* out) {
   UniqueIdLayout id;
   NCCLCHECK(makeUniqueId(&id, false));
-  return sealId(parent->bootstrap->secret(), id, out);
+  return sealId(parent->bootstrap->secret(), ctx, id, out);
 }
-ncclResult_t openSealedId(ncclComm* parent, const SealedId& in, int from, const char* op, UniqueIdLayout* out) {
-  if (openId(parent->bootstrap->secret(), in, out)) return ncclSuccess;
-  WARN("%s (%s, rank %d): the new communicator's unique id from rank %d does not verify: it was altered on the "
-       "way", op, parent->name.c_str(), parent->rank, from);
+ncclResult_t openSealedId(ncclComm* parent, const IdContext& ctx, const SealedId& in, const char* op,
+                          UniqueIdLayout* out) {
+  if (openId(parent->bootstrap->secret(), ctx, in, out)) return ncclSuccess;
+  WARN("%s (%s, rank %d): the new communicator's unique id from rank %d does not verify: it was altered or "
+       "swapped on the way", op, parent->name.c_str(), parent->rank, ctx.from);
   return ncclSystemError;
 }
 
@@ -38,6 +39,7 @@ ncclResult_t openSealedId(ncclComm* parent, const SealedId& in, int from, const 
 
 ncclResult_t commSplit(ncclComm* parent, int color, int key, ncclComm* child) {
   const int n = parent->nranks;
+  const uint32_t seq = parent->splitCount++;
   std::vector<SplitEntry> all(n);
   SplitEntry& me = all[parent->rank];
   memset(&me, 0, sizeof(me));
@@ -53,14 +55,15 @@ ncclResult_t commSplit(ncclComm* parent, int color, int key, ncclComm* child) {
     return a.key != b.key ? a.key < b.key : a.rank < b.rank;
   });
   const bool leader = !group.empty() && group[0].rank == parent->rank;
+  const IdContext ctx{parent->commHash, kIdSplit, seq, group.empty() ? -1 : group[0].rank, color};
   // Second round: each color's leader publishes a fresh unique id.
-  if (leader) NCCLCHECK(makeSealedId(parent, &all[parent->rank].id));
+  if (leader) NCCLCHECK(makeSealedId(parent, ctx, &all[parent->rank].id));
   NCCLCHECK(parent->bootstrap->allgather(all.data(), sizeof(SplitEntry)));
   if (color < 0 || !child) return ncclSuccess;
   int newRank = 0;
   while (group[newRank].rank != parent->rank) ++newRank;
   UniqueIdLayout id;
-  NCCLCHECK(openSealedId(parent, all[group[0].rank].id, group[0].rank, "ncclCommSplit", &id));
+  NCCLCHECK(openSealedId(parent, ctx, all[group[0].rank].id, "ncclCommSplit", &id));
   child->rank = newRank;
   child->nranks = static_cast<int>(group.size());
   INFO(kInit, "%s rank %d: split color %d key %d -> rank %d of %zu", parent->name.c_str(), parent->rank, color,
@@ -77,9 +80,10 @@ ncclResult_t commShrink(ncclComm* parent, const std::vector<int>& excluded, nccl
   // The first remaining rank makes the id and hands it to each of the others
   // over a fresh authenticated connection of the parent's bootstrap.
   SealedId sealed;
+  const IdContext ctx{parent->commHash, kIdShrink, static_cast<uint32_t>(tag), keep[0], 0};
   Deadline dl(&parent->abortFlag);
   if (newRank == 0) {
-    NCCLCHECK(makeSealedId(parent, &sealed));
+    NCCLCHECK(makeSealedId(parent, ctx, &sealed));
     for (size_t i = 1; i < keep.size(); ++i) {
       int fd = -1;
       NCCLCHECK(parent->bootstrap->connectPeer(keep[i], Purpose::Shrink, tag, &fd));
@@ -95,7 +99,7 @@ ncclResult_t commShrink(ncclComm* parent, const std::vector<int>& excluded, nccl
     NCCLCHECK(r);
   }
   UniqueIdLayout id;
-  NCCLCHECK(openSealedId(parent, sealed, keep[0], "ncclCommShrink", &id));
+  NCCLCHECK(openSealedId(parent, ctx, sealed, "ncclCommShrink", &id));
   child->rank = newRank;
   child->nranks = static_cast<int>(keep.size());
   INFO(kInit, "%s rank %d: shrink without %zu rank(s) -> rank %d of %zu", parent->name.c_str(), parent->rank,

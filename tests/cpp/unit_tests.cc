@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -202,22 +203,26 @@ TEST(hello_gate_outlasts_a_flood_of_silent_connections) {
   const int listenFd = listenOnLoopback(&bound);
   uint8_t secret[kSecretBytes] = {5};
   const size_t silent = HelloGate::kMaxPending + 40;
-  std::vector<int> clients(silent);
+  HelloGate gate(listenFd, secret, "test", 0);
+  ncclResult_t result = ncclInternalError;
+  int fd = -1;
+  Hello got = {};
+  // The gate accepts while the flood comes (a listen backlog may hold fewer).
+  std::thread door([&] { result = gate.next(Deadline(nullptr, 20), &fd, &got); });
+  std::vector<int> clients(silent, -1);
   for (int& c : clients) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &c), ncclSuccess);
   int good = -1;
   const Hello h = helloFor(1, secret);
   CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &good), ncclSuccess);
   CHECK_EQ(socketSend(good, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
-  {
-    HelloGate gate(listenFd, secret, "test", 0);
-    int fd = -1;
-    Hello got;
-    CHECK_EQ(gate.next(Deadline(nullptr, 10), &fd, &got), ncclSuccess);
-    CHECK_EQ(got.rank, 1);
-    close(fd);
-    char byte;
-    CHECK_EQ(recv(clients[0], &byte, 1, 0), 0);  // the oldest was dropped
-  }
+  door.join();
+  CHECK_EQ(result, ncclSuccess);
+  CHECK_EQ(got.rank, 1);
+  if (fd >= 0) close(fd);
+  char byte;
+  pollfd oldest{clients[0], POLLIN, 0};
+  CHECK_EQ(poll(&oldest, 1, 5000), 1);
+  CHECK_EQ(recv(clients[0], &byte, 1, MSG_DONTWAIT), 0);  // the oldest was dropped: the end of its stream
   for (int c : clients) close(c);
   close(good);
   close(listenFd);
@@ -324,7 +329,8 @@ TEST(hello_mac_and_replay) {
 
 // A child communicator's id on its way over the parent's bootstrap (split,
 // shrink, grow): the secret is not in the bytes that travel, only the
-// parent's secret opens them, and any changed byte is refused.
+// parent's secret opens them, for the context they were sealed for, and any
+// changed byte is refused.
 TEST(sealed_id_hides_the_secret_and_refuses_changes) {
   uint8_t parent[kSecretBytes], other[kSecretBytes];
   for (int i = 0; i < kSecretBytes; ++i) parent[i] = static_cast<uint8_t>(3 * i + 7), other[i] = parent[i];
@@ -333,24 +339,30 @@ TEST(sealed_id_hides_the_secret_and_refuses_changes) {
   memset(&id, 0, sizeof(id));
   id.magic = kIdMagic;
   for (int i = 0; i < kSecretBytes; ++i) id.secret[i] = static_cast<uint8_t>(200 - i);
+  const IdContext ctx{0x1234, kIdSplit, 2, 5, 7};
   SealedId a, b;
-  CHECK_EQ(sealId(parent, id, &a), ncclSuccess);
-  CHECK_EQ(sealId(parent, id, &b), ncclSuccess);
+  CHECK_EQ(sealId(parent, ctx, id, &a), ncclSuccess);
+  CHECK_EQ(sealId(parent, ctx, id, &b), ncclSuccess);
   const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&a);
   CHECK(std::search(bytes, bytes + sizeof(a), id.secret, id.secret + kSecretBytes) == bytes + sizeof(a));
   CHECK(memcmp(a.id.secret, b.id.secret, kSecretBytes) != 0);  // a fresh salt: a fresh mask
   UniqueIdLayout got;
   memset(&got, 0, sizeof(got));
-  CHECK(openId(parent, a, &got));
+  CHECK(openId(parent, ctx, a, &got));
   CHECK(memcmp(&got, &id, sizeof(id)) == 0);
-  CHECK(openId(parent, b, &got));
+  CHECK(openId(parent, ctx, b, &got));
   CHECK(memcmp(&got, &id, sizeof(id)) == 0);
-  CHECK(!openId(other, a, &got));  // another communicator's secret
+  CHECK(!openId(other, ctx, a, &got));  // another communicator's secret
+  // Another context: another communicator, kind, call, sender or color.
+  for (IdContext elsewhere : {IdContext{0x1235, kIdSplit, 2, 5, 7}, IdContext{0x1234, kIdShrink, 2, 5, 7},
+                              IdContext{0x1234, kIdSplit, 3, 5, 7}, IdContext{0x1234, kIdSplit, 2, 4, 7},
+                              IdContext{0x1234, kIdSplit, 2, 5, 8}})
+    CHECK(!openId(parent, elsewhere, a, &got));
   for (size_t at : {offsetof(SealedId, id) + offsetof(UniqueIdLayout, root), offsetof(SealedId, id) +
                     offsetof(UniqueIdLayout, secret), offsetof(SealedId, salt), offsetof(SealedId, mac)}) {
     SealedId changed = a;
     reinterpret_cast<uint8_t*>(&changed)[at] ^= 1;
-    CHECK(!openId(parent, changed, &got));
+    CHECK(!openId(parent, ctx, changed, &got));
   }
 }
 
