@@ -44,6 +44,7 @@ struct Message {
   bool pulled = false;
   uint64_t frame = 0;
   uint64_t src = 0;
+  size_t chunk = 0;  // what one claim moves: each end works it out from the size (not from the shared page)
   size_t copied = 0;
   uint64_t seenWritten = 0;  // a pulled receive's last look at the sender's bytes (PullCtrl::written)
   uint64_t seenHead = 0;     // a pulled send's last look at the FIFO's head
@@ -272,12 +273,22 @@ ncclResult_t peerCopy(ncclComm* comm, Steps& steps, Connection* c, bool toPeer, 
   return steps.fail(c, err == EFAULT ? ncclInvalidArgument : ncclSystemError, why);
 }
 
+// A claim word that names a chunk past the message: the shared page was
+// written by something else than the two ends' compare-and-swaps.
+ncclResult_t badClaim(Steps& steps, Connection* c, uint64_t claim) {
+  char why[160];
+  snprintf(why, sizeof(why), "failed: the claim word of its straight copy (0x%016llx) names a chunk past the "
+           "message (its shared control page was overwritten)", static_cast<unsigned long long>(claim));
+  return steps.fail(c, ncclInternalError, why);
+}
+
 // The sender's turn: one frame that says where the message is.
 void postPull(ncclComm* comm, Steps& steps, Queue& q, Message& m) {
   const PullFrame f{reinterpret_cast<uintptr_t>(m.buf), m.bytes};
   memcpy(q.conn->fifo.slot(q.conn->step), &f, sizeof(f));
   m.pulled = true;
   m.frame = q.conn->step;
+  m.chunk = pullChunkBytes(m.bytes);
   steps.post(q.conn, kPullFrame | sizeof(f));
   if (!comm->p2pPullAnnounced) {
     comm->p2pPullAnnounced = true;
@@ -298,7 +309,9 @@ ncclResult_t writeChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m,
   do {
     if (claimTag(claim) != tag || !claimable(claim)) return ncclSuccess;
   } while (!pc.claim.compare_exchange_weak(claim, claim - 1, std::memory_order_relaxed));
-  const size_t at = (claimHi(claim) - 1) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
+  const size_t at = (claimHi(claim) - 1) * m.chunk;
+  if (at >= m.bytes) return badClaim(steps, c, claim);
+  const size_t n = std::min<size_t>(m.chunk, m.bytes - at);
   const ncclResult_t r = peerCopy(comm, steps, c, true, pc.dst + at, m.buf + at, n);
   fifoAdvance(&pc.written, &pc.writtenSleepers, pc.written.load(std::memory_order_relaxed) + n);  // only it adds
   *moved = true;
@@ -325,7 +338,6 @@ ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
   const size_t chunk = pullChunkBytes(m.bytes);
   pc.dst = reinterpret_cast<uintptr_t>(m.buf);
   pc.bytes = m.bytes;
-  pc.chunkBytes = chunk;
   pc.senderWrites = m.after.empty();  // in place, this rank writes each part once its sends took it
   pc.written.store(0, std::memory_order_relaxed);
   pc.read.store(0, std::memory_order_relaxed);
@@ -338,6 +350,7 @@ ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
   fifoWakeSleepers(&pc.frame, &pc.frameSleepers);  // a sender asleep: it may help now
   m.pulled = true;
   m.frame = c->step;
+  m.chunk = chunk;
   m.src = f.src;
   return ncclSuccess;
 }
@@ -349,7 +362,9 @@ ncclResult_t pullChunk(ncclComm* comm, Steps& steps, Connection* c, Message& m, 
   m.seenWritten = pc.written.load(std::memory_order_acquire);  // what a sleep waits to see move
   uint64_t claim = pc.claim.load(std::memory_order_relaxed);
   while (claimable(claim)) {
-    const size_t at = claimLo(claim) * pc.chunkBytes, n = std::min<size_t>(pc.chunkBytes, m.bytes - at);
+    const size_t at = claimLo(claim) * m.chunk;
+    if (at >= m.bytes) return badClaim(steps, c, claim);
+    const size_t n = std::min<size_t>(m.chunk, m.bytes - at);
     if (!m.mayWrite(at, n)) return ncclSuccess;  // in place: a send of the call has yet to take these bytes
     if (aborted(c)) return steps.check(c);  // the sender left: its buffer may be gone
     if (!pc.claim.compare_exchange_weak(claim, claim + (uint64_t{1} << 24), std::memory_order_relaxed)) continue;
@@ -398,7 +413,7 @@ void settlePulls(ncclComm* comm, Queues& sendQ, Queues& recvQ) {
     const Message& m = q.msgs[q.head];
     PullCtrl& pc = pullCtrl(q.conn->fifo);
     const uint64_t claim = revoke(pc);  // the sender's chunks: from hi on
-    awaitChunk(comm, q, pc.written, m.bytes - std::min<size_t>(m.bytes, claimHi(claim) * pc.chunkBytes));
+    awaitChunk(comm, q, pc.written, m.bytes - std::min<size_t>(m.bytes, claimHi(claim) * m.chunk));
   }
   for (Queue& q : sendQ) {
     if (!q.open() || !q.msgs[q.head].pulled) continue;
@@ -410,7 +425,7 @@ void settlePulls(ncclComm* comm, Queues& sendQ, Queues& recvQ) {
         pc.frame.compare_exchange_strong(frame, kPullWithdrawn | (m.frame + 1), std::memory_order_acq_rel))
       continue;  // withdrawn before the receiver took it up
     const uint64_t claim = revoke(pc);  // the receiver's chunks: up to lo
-    awaitChunk(comm, q, pc.read, std::min<size_t>(m.bytes, claimLo(claim) * pc.chunkBytes));
+    awaitChunk(comm, q, pc.read, std::min<size_t>(m.bytes, claimLo(claim) * m.chunk));
   }
 }
 

@@ -114,8 +114,11 @@ const char* peerGone(const ncclComm* comm, int k) {
   const pid_t pid = localPid(comm, k);
   if (pid > 0) return processAlive(pid) ? nullptr : "the peer process has died";
   if (static_cast<size_t>(k) >= comm->lifeFds.size() || comm->lifeFds[k] < 0) return nullptr;
+  // Alive while its write lock holds. Another lock (a read lock, which any
+  // process that can open the file may take once the peer's is gone) says
+  // nothing about the peer.
   flock l = wholeFirstByte(F_WRLCK);
-  if (fcntl(comm->lifeFds[k], F_GETLK, &l) != 0 || l.l_type != F_UNLCK) return nullptr;
+  if (fcntl(comm->lifeFds[k], F_GETLK, &l) != 0 || l.l_type == F_WRLCK) return nullptr;
   return "the peer (in another PID namespace) is gone: its process exited or its communicator was destroyed";
 }
 
