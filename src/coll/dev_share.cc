@@ -55,6 +55,7 @@ class DevShare {
   std::vector<void*> openedSlots;
   void* map_ = nullptr;  // every rank's RegTable
   size_t mapBytes_ = 0;
+  bool named_ = false;  // rank 0: the segment's name is still to unlink (a setup that fails on the way)
 
   // Exports: this rank's registered allocations, by base.
   struct Export {
@@ -86,6 +87,7 @@ DevShare::~DevShare() {
   if (liveIds) (void)cudaFree(liveIds);
   if (mine) (void)cudaFree(mine);
   if (map_) munmap(map_, mapBytes_);
+  if (named_) shm_unlink(segmentName(comm_).c_str());
   (void)cudaGetLastError();
 }
 
@@ -121,6 +123,7 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
     s->mapBytes_ = sizeof(RegTable) * n;
     if (me == 0) {
       NCCLCHECK(shmSegmentCreate(comm, "the registrations' tables", segmentName(comm), s->mapBytes_, &s->map_));
+      s->named_ = true;
       memset(s->map_, 0, s->mapBytes_);
     }
     return ncclSuccess;
@@ -148,7 +151,8 @@ ncclResult_t devShareSetup(ncclComm* comm, bool want, DevSharePtr* out) {
   std::vector<int32_t> oks(n, 0);
   oks[me] = ok;
   NCCLCHECK(comm->bootstrap->allgather(oks.data(), sizeof(int32_t)));
-  if (me == 0 && s->map_) shm_unlink(segmentName(comm).c_str());  // every rank opened it (or failed to) by now
+  if (s->named_) shm_unlink(segmentName(comm).c_str());  // every rank opened it (or failed to) by now
+  s->named_ = false;
   for (int q = 0; q < n; ++q) {
     if (oks[q]) continue;
     if (me == 0) {
