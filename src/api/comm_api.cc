@@ -175,28 +175,32 @@ extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
     accl::SealedId id;  // sealed with this communicator's secret (bootstrap/wire.h)
     int32_t hasId;
     int32_t nRanks;
+    int32_t failed;  // this rank could not seal its id (its WARN says why)
+    int32_t pad;
   };
   accl::UniqueIdLayout given;
   memset(&given, 0, sizeof(given));
   if (uniqueId) memcpy(&given, uniqueId->internal, sizeof(given));
   const bool hasId = uniqueId != nullptr;
-  const uint32_t seq = comm->growCount++;
   return startChild(
       comm, config,
-      [comm, given, hasId, nRanks, seq](ncclComm* child) -> ncclResult_t {
+      [comm, given, hasId, nRanks](ncclComm* child) -> ncclResult_t {
+        const uint32_t seq = comm->growCount++;  // here: every existing rank's grow that runs at all counts
         const uint8_t* key = comm->bootstrap->secret();
         auto ctxOf = [&](int q) { return accl::IdContext{comm->commHash, accl::kIdGrow, seq, q, 0}; };
         std::vector<Offer> all(comm->nranks);
         Offer& mine = all[comm->rank];
         // A rank that cannot seal its id still takes part (without it), so that none waits for it.
         const ncclResult_t sealed = hasId ? accl::sealId(key, ctxOf(comm->rank), given, &mine.id) : ncclSuccess;
-        mine.hasId = hasId && sealed == ncclSuccess;
+        mine.hasId = hasId;
+        mine.failed = sealed != ncclSuccess;
         mine.nRanks = nRanks;
         NCCLCHECK(comm->bootstrap->allgather(all.data(), sizeof(Offer)));
         NCCLCHECK(sealed);
-        if (!all[0].hasId) {
-          WARN("ncclCommGrow (%s, rank %d): rank 0 could not pass on its uniqueId (its WARN says why)",
-               comm->name.c_str(), comm->rank);
+        for (int q = 0; q < comm->nranks; ++q) {
+          if (!all[q].failed) continue;
+          WARN("ncclCommGrow (%s, rank %d): rank %d could not pass on its uniqueId (its WARN says why)",
+               comm->name.c_str(), comm->rank, q);
           return ncclSystemError;
         }
         std::vector<accl::UniqueIdLayout> ids(comm->nranks);

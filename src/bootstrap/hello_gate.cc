@@ -24,6 +24,7 @@ void HelloGate::drop(size_t i, const char* why) {
 
 bool HelloGate::readHello(size_t i) {
   Pending& p = pending_[i];
+  if (p.got == sizeof(Hello)) return true;  // read in full before (evictOldest): the bytes after it are not ours
   for (;;) {
     ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
     if (n > 0) {
@@ -131,7 +132,7 @@ ncclResult_t HelloGate::next(const Deadline& dl, int* fd, Hello* hello) {
         admit(s);
       } else if (starved == EMFILE && evictOldest("was the oldest without a hello when this process ran out of "
                                                   "descriptors", std::chrono::milliseconds(100))) {
-        // its descriptor is free for the next accept (silent for 100 ms at least: a rank speaks at once)
+        // its descriptor is free for the next accept (pending for 100 ms at least: a rank speaks at once)
       } else if (starved) {  // the listener stays readable: wait for descriptors elsewhere to close
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }

@@ -4,6 +4,7 @@
 #include <net/if.h>
 #include <strings.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/check.h"
@@ -35,10 +36,14 @@ bool ifMatches(const IfSpec& spec, const std::string& ifname) {
   return spec.exclude ? !hit : hit;
 }
 
-std::vector<NetIf> listInterfaces(int family) {
+std::vector<NetIf> listInterfaces(int family, int* err) {
   std::vector<NetIf> out;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
+  if (err) *err = 0;
+  if (getifaddrs(&list) != 0) {
+    if (err) *err = errno;
+    return out;
+  }
   for (ifaddrs* i = list; i; i = i->ifa_next) {
     if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
     int fam = i->ifa_addr->sa_family;
@@ -90,7 +95,12 @@ ncclResult_t chooseInterfaces(const SockAddr* reach, std::vector<NetIf>* out) {
     return ncclInvalidUsage;
   }
   if (reach && family == AF_UNSPEC) family = reach->sa.sa_family;
-  std::vector<NetIf> all = listInterfaces(family);
+  int err = 0;
+  std::vector<NetIf> all = listInterfaces(family, &err);
+  if (err != 0) {  // out of descriptors or memory, say: not a matter of which interfaces there are
+    WARN("listing the network interfaces failed: %s", strerror(err));
+    return ncclSystemError;
+  }
   const char* ifname = paramString(Param::SocketIfname);
   if (*ifname) {
     IfSpec spec = parseIfSpec(ifname);

@@ -25,7 +25,7 @@ struct NetIf {
 };
 
 // Every up interface with an address of `family` (AF_UNSPEC: both).
-std::vector<NetIf> listInterfaces(int family);
+std::vector<NetIf> listInterfaces(int family, int* err = nullptr);  // *err: getifaddrs's errno, or 0
 // The interfaces to use: NCCL_SOCKET_IFNAME if set; otherwise one that shares a
 // subnet with `reach` (when given), else NCCL's default order (ib*, then anything
 // but docker*/lo, then docker*, then lo). Fails with a WARN saying what was tried.

@@ -17,8 +17,9 @@ namespace accl {
 namespace {
 
 struct SplitEntry {
-  int32_t color, key, rank, pad;
-  SealedId id;  // filled by each color's first rank (its new rank 0)
+  int32_t color, key, rank;
+  int32_t failed;  // a color's first rank could not make its id (its WARN says why)
+  SealedId id;     // filled by each color's first rank (its new rank 0)
 };
 
 // A child's id, sealed with the parent's secret for its context (bootstrap/wire.h).
@@ -56,10 +57,18 @@ ncclResult_t commSplit(ncclComm* parent, int color, int key, ncclComm* child) {
   });
   const bool leader = !group.empty() && group[0].rank == parent->rank;
   const IdContext ctx{parent->commHash, kIdSplit, seq, group.empty() ? -1 : group[0].rank, color};
-  // Second round: each color's leader publishes a fresh unique id.
-  if (leader) NCCLCHECK(makeSealedId(parent, ctx, &all[parent->rank].id));
+  // Second round: each color's leader publishes a fresh unique id. One that
+  // cannot still takes part, so that no rank waits for it.
+  const ncclResult_t made = leader ? makeSealedId(parent, ctx, &all[parent->rank].id) : ncclSuccess;
+  all[parent->rank].failed = made != ncclSuccess;
   NCCLCHECK(parent->bootstrap->allgather(all.data(), sizeof(SplitEntry)));
+  NCCLCHECK(made);
   if (color < 0 || !child) return ncclSuccess;
+  if (all[group[0].rank].failed) {
+    WARN("ncclCommSplit (%s, rank %d): rank %d, the new communicator's first, could not make its unique id (its "
+         "WARN says why)", parent->name.c_str(), parent->rank, group[0].rank);
+    return ncclSystemError;
+  }
   int newRank = 0;
   while (group[newRank].rank != parent->rank) ++newRank;
   UniqueIdLayout id;
