@@ -33,6 +33,19 @@ static int32_t wantMax(size_t i, void* c) { (void)c; return val(nranks - 1, i); 
 static int32_t wantAvg(size_t i, void* c) { return wantSum(i, c) / nranks; }
 static int32_t wantPre(size_t i, void* c) { return 3 * wantSum(i, c); }
 static int32_t wantRoot(size_t i, void* c) { return val(*(int*)c, i); }
+
+/* A communicator from nId unique ids (ncclCommInitRankScalable), checked by one allreduce of `in`. */
+static void scalableAllreduce(int nId, ncclUniqueId* ids, const int32_t* in, int32_t* out, size_t count,
+                              const char* what) {
+  ncclComm_t sc;
+  size_t i;
+  int ok = 1;
+  OK(ncclCommInitRankScalable(&sc, nranks, rank, nId, ids, NULL));
+  OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, sc, NULL));
+  for (i = 0; i < count; ++i) ok &= out[i] == wantSum(i, NULL);
+  expect(what, ok);
+  OK(ncclCommDestroy(sc));
+}
 static size_t gCount;
 static int32_t wantGathered(size_t i, void* c) { (void)c; return val((int)(i / gCount), i % gCount); }
 static int32_t wantA2a(size_t i, void* c) {  /* block p from rank p: its block for us */
@@ -171,25 +184,9 @@ static int runRank(ncclUniqueId id, size_t count) {
     free(uin);
     free(uout);
   }
-  /* A second communicator from three unique ids (ncclCommInitRankScalable). */
-  {
-    ncclComm_t sc;
-    int ok = 1;
-    OK(ncclCommInitRankScalable(&sc, nranks, rank, 3, scalableIds, NULL));
-    OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, sc, NULL));
-    for (i = 0; i < count; ++i) ok &= out[i] == wantSum(i, NULL);
-    expect("allreduce on a scalable-init communicator", ok);
-    OK(ncclCommDestroy(sc));
-  }
-  {
-    ncclComm_t sc;
-    int ok = 1;
-    OK(ncclCommInitRankScalable(&sc, nranks, rank, 4, repeatedIds, NULL));
-    OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, sc, NULL));
-    for (i = 0; i < count; ++i) ok &= out[i] == wantSum(i, NULL);
-    expect("allreduce on a scalable-init communicator from a repeated id", ok);
-    OK(ncclCommDestroy(sc));
-  }
+  /* More communicators from several unique ids (ncclCommInitRankScalable). */
+  scalableAllreduce(3, scalableIds, in, out, count, "allreduce on a scalable-init communicator");
+  scalableAllreduce(4, repeatedIds, in, out, count, "allreduce on a scalable-init communicator from a repeated id");
   OK(ncclGroupStart());
   OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, NULL));
   OK(ncclGroupSimulateEnd(&sim));
