@@ -337,7 +337,6 @@ ncclResult_t startPull(Steps& steps, Connection* c, Message& m) {
   if (before == c->step + 1) return steps.fail(c, ncclInternalError, "failed: this pull frame was taken up before");
   const size_t chunk = pullChunkBytes(m.bytes);
   pc.dst = reinterpret_cast<uintptr_t>(m.buf);
-  pc.bytes = m.bytes;
   pc.senderWrites = m.after.empty();  // in place, this rank writes each part once its sends took it
   pc.written.store(0, std::memory_order_relaxed);
   pc.read.store(0, std::memory_order_relaxed);

@@ -12,22 +12,16 @@
 #include "core/comm.h"
 
 namespace accl {
-namespace {
-
-// Two ranks of one process: the same key and pid (pids repeat across PID namespaces).
-bool oneProcess(const PeerInfo& a, const PeerInfo& b) { return a.processKey == b.processKey && a.pid == b.pid; }
-
-}  // namespace
 
 ncclResult_t p2pReachInit(ncclComm* comm) {
   const int n = comm->nranks, me = comm->rank;
   comm->p2pReach.assign(n, 0);
   const std::vector<PeerInfo>& peers = comm->peers;
-  auto otherProcessHere = [&](int a, int b) {
-    return a != b && peers[a].hostHash == peers[b].hostHash && !oneProcess(peers[a], peers[b]);
+  auto otherProcessHere = [&](int q) {  // rank q is of this host, in another process
+    return q != me && peers[q].hostHash == peers[me].hostHash && !sameProcess(comm, q);
   };
   if (hostDirectAnyBuffer(comm)) {  // every pair reaches the other, as the direct collectives found
-    for (int q = 0; q < n; ++q) comm->p2pReach[q] = otherProcessHere(me, q);
+    for (int q = 0; q < n; ++q) comm->p2pReach[q] = otherProcessHere(q);
     return ncclSuccess;
   }
   if (comm->deviceMode || n < 2) return ncclSuccess;
@@ -54,7 +48,7 @@ ncclResult_t p2pReachInit(ncclComm* comm) {
   std::vector<bool> tried(static_cast<size_t>(most));
   for (int q = 0; q < n && cma; ++q) {
     const int j = proc[q];
-    if (!otherProcessHere(me, q) || tried[j]) continue;  // one try per process
+    if (!otherProcessHere(q) || tried[j]) continue;  // one try per process
     tried[j] = true;
     if (crossReachable(localPid(comm, q), peers[q].reachProbe, peers[q].processKey))
       mine[j / 64] |= uint64_t{1} << (j % 64);
@@ -65,7 +59,7 @@ ncclResult_t p2pReachInit(ncclComm* comm) {
   };
   int count = 0, here = 0;
   for (int q = 0; q < n; ++q) {
-    if (!otherProcessHere(me, q)) continue;
+    if (!otherProcessHere(q)) continue;
     ++here;
     comm->p2pReach[q] = reads(me, q) && reads(q, me);
     count += comm->p2pReach[q];

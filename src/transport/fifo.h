@@ -39,11 +39,12 @@ struct alignas(64) PullCtrl {
   // sender left on an error before the receiver described it.
   std::atomic<uint64_t> frame;
   uint64_t dst;                 // the receive buffer, in the receiver's process
-  uint64_t bytes;               // the message (in chunks of pullChunkBytes(bytes), which each end works out)
   uint32_t senderWrites;        // 0: the sender must not write (the receive overlaps a send of its call)
   std::atomic<uint32_t> frameSleepers;  // a sender asleep until `frame` moves (transport/fifo_sleep.h)
-  char pad0[32];
-  std::atomic<uint64_t> claim;  // frame tag (16 bits) | next chunk from the front (24) | end of those from the back (24)
+  char pad0[40];
+  // closed (1 bit) | frame tag (15) | next chunk from the front (24) | end of those from the back (24);
+  // chunks of pullChunkBytes(the message), which each end works out from its own size
+  std::atomic<uint64_t> claim;
   char pad1[56];
   std::atomic<uint64_t> written;  // bytes of the chunks the sender took and is done with
   std::atomic<uint32_t> writtenSleepers;  // a receiver asleep until `written` moves (transport/fifo_sleep.h)
