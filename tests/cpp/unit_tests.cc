@@ -196,6 +196,18 @@ Hello helloFor(int32_t rank, const uint8_t* secret) {
   return h;
 }
 
+// n silent connections to `bound` (*silent, in the order they connected),
+// then one that sends rank 1's hello: its descriptor.
+int silentThenHello(const SockAddr& bound, const uint8_t* secret, size_t n, std::vector<int>* silent) {
+  silent->assign(n, -1);
+  for (int& c : *silent) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &c), ncclSuccess);
+  int good = -1;
+  const Hello h = helloFor(1, secret);
+  CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &good), ncclSuccess);
+  CHECK_EQ(socketSend(good, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
+  return good;
+}
+
 // Past kMaxPending silent connections the oldest go (their clients see the
 // end of the stream), and a rank's hello behind the flood still passes.
 TEST(hello_gate_outlasts_a_flood_of_silent_connections) {
@@ -209,12 +221,8 @@ TEST(hello_gate_outlasts_a_flood_of_silent_connections) {
   Hello got = {};
   // The gate accepts while the flood comes (a listen backlog may hold fewer).
   std::thread door([&] { result = gate.next(Deadline(nullptr, 20), &fd, &got); });
-  std::vector<int> clients(silent, -1);
-  for (int& c : clients) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &c), ncclSuccess);
-  int good = -1;
-  const Hello h = helloFor(1, secret);
-  CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &good), ncclSuccess);
-  CHECK_EQ(socketSend(good, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
+  std::vector<int> clients;
+  const int good = silentThenHello(bound, secret, silent, &clients);
   door.join();
   CHECK_EQ(result, ncclSuccess);
   CHECK_EQ(got.rank, 1);
@@ -248,12 +256,8 @@ TEST(hello_gate_outlasts_running_out_of_descriptors) {
     const ncclResult_t r = gate.next(Deadline(nullptr, 20), &fd, &got);
     _exit(r == ncclSuccess && got.rank == 1 ? 0 : 1);
   }
-  std::vector<int> clients(30);
-  for (int& c : clients) CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &c), ncclSuccess);
-  int good = -1;
-  const Hello h = helloFor(1, secret);
-  CHECK_EQ(socketConnect(bound, Deadline(nullptr, 5), &good), ncclSuccess);
-  CHECK_EQ(socketSend(good, &h, sizeof(h), Deadline(nullptr, 5)), ncclSuccess);
+  std::vector<int> clients;
+  const int good = silentThenHello(bound, secret, 30, &clients);
   int status = -1;
   CHECK_EQ(waitpid(child, &status, 0), child);
   CHECK(WIFEXITED(status));
