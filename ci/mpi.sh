@@ -3,7 +3,8 @@
 # datatype x op checked against MPI's own results, over shm and sockets, at
 # N = 2, 3 and 4 ranks. Installs Open MPI and mpi4py if missing. Each run has
 # a deadline, so CI cannot hang; exits non-zero on any failure.
-# Usage: bash ci/mpi.sh [pytest args]      (ACCL_MPI_NP="2 3 4", ACCL_MPI_DEADLINE=240)
+# Usage: bash ci/mpi.sh [pytest args]      (ACCL_MPI_NP="2 3 4", ACCL_MPI_DEADLINE=240;
+#   ACCL_RESULTS_DIR: where ci/test.sh's summary finds each run's report and status)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -31,10 +32,14 @@ for n in ${ACCL_MPI_NP:-2 3 4}; do
   logs=$(mktemp -d /tmp/accl-mpi-np$n.XXXXXX)
   echo "=== tests/mpi with $n ranks (other ranks' output: $logs) ==="
   start=$(date +%s)
-  timeout -k 10 "${ACCL_MPI_DEADLINE:-240}" mpirun "${EXTRA[@]}" -x ACCL_MPI_LOG_DIR="$logs" -np "$n" \
+  junit=()
+  [ -n "${ACCL_RESULTS_DIR:-}" ] && junit=(-x ACCL_MPI_JUNIT="$ACCL_RESULTS_DIR/2$n-mpi-np$n.xml")
+  timeout -k 10 "${ACCL_MPI_DEADLINE:-240}" mpirun "${EXTRA[@]}" -x ACCL_MPI_LOG_DIR="$logs" "${junit[@]}" -np "$n" \
     bash tests/mpi/rank.sh -q --color=no "$@"
   rc=$?
   echo "=== $n ranks: exit $rc in $(( $(date +%s) - start ))s ==="
+  # ci/test.sh's summary: the exit status and the seconds, beside rank 0's report.
+  [ -n "${ACCL_RESULTS_DIR:-}" ] && echo "$rc $(( $(date +%s) - start ))" >"$ACCL_RESULTS_DIR/2$n-mpi-np$n.rc"
   if [ $rc = 0 ]; then
     rm -rf "$logs"
   else

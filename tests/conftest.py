@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import native_build
+
 ROOT = Path(__file__).resolve().parent.parent
 C_DIRS = (ROOT / "tests" / "c", ROOT / "tests" / "abi")
 
@@ -55,17 +57,12 @@ def c_program(accl_paths, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def unit_test_binary(tmp_path_factory):
+def unit_test_binary():
     """The C++ unit tests, built by CMake from this source tree (they link internals)."""
-    if not shutil.which("cmake"):
-        pytest.fail("cmake is required for the unit tests")
-    build = ROOT / "build" / "pytest-native"
-    jobs = str(os.cpu_count() or 2)
-    subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DACCL_CUDA=OFF", "-DCMAKE_BUILD_TYPE=Release"],
-                   check=True, timeout=600, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", str(build), "-j", jobs, "--target", "accl_unit_tests"], check=True,
-                   timeout=1200, stdout=subprocess.DEVNULL)
-    return build / "tests" / "cpp" / "accl_unit_tests"
+    try:
+        return native_build.build() / "tests" / "cpp" / "accl_unit_tests"
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 def free_port():

@@ -32,3 +32,16 @@ def lib_dir() -> str:
 def include_dir() -> str:
     """Folder holding nccl.h and accl.h (accl/include/)."""
     return os.path.join(_root(), "include")
+
+
+def build_info() -> dict:
+    """How the installed library was built (accl/_build.json, written by CMake):
+    source_dir, configured_at (seconds since the epoch), cuda, device_kernels,
+    cuda_architectures, cuda_why. Empty where it is missing (a plain CMake build)."""
+    import json
+
+    try:
+        with open(os.path.join(_root(), "_build.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}

@@ -10,7 +10,7 @@ import os
 import sys
 
 import accl
-from accl import _accl
+from accl import _accl, _paths
 
 
 def format_version_code(code: int) -> str:
@@ -21,6 +21,17 @@ def format_version_code(code: int) -> str:
         major, rest = divmod(code, 1000)
     minor, patch = divmod(rest, 100)
     return f"{major}.{minor}.{patch}"
+
+
+def _built() -> str:
+    info = _paths.build_info()
+    if not info:
+        return "unknown (no accl/_build.json)"
+    if info.get("device_kernels") == "ON":
+        return f"with the CUDA executor, for sm {info.get('cuda_architectures')}"
+    if info.get("cuda") == "ON":
+        return "with CUDA, without the device kernels (ACCL_DEVICE_KERNELS=OFF): host buffers only"
+    return f"host only ({info.get('cuda_why', '')})"
 
 
 def report() -> list[tuple[str, str]]:
@@ -34,6 +45,7 @@ def report() -> list[tuple[str, str]]:
         ("ACCL version", accl.__version__),
         ("NCCL API level", f"{format_version_code(code)} ({code})"),
         ("mode", reason),
+        ("built", _built()),
         ("library", lib),
     ]
     loaded = _accl.loaded_library_path()

@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/redop.h"
+#include "core/self_wait.h"
 #include "device/dev_comm.h"
 
 using accl::CollArgs;
@@ -86,6 +87,7 @@ ncclResult_t submitAll(const CollArgs* ops, size_t n) {
     return ncclSuccess;
   }
   if (n == 1 && !accl::isP2p(ops[0].kind)) {
+    accl::SelfWaitCall calling(ops[0].comm);
     ncclResult_t r = accl::runCollective(ops[0]);
     ++ops[0].comm->opCount;
     return r;

@@ -196,13 +196,14 @@ ncclResult_t Bootstrap::rendezvous(const UniqueIdLayout& id) {
   return ncclSuccess;
 }
 
-ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd) {
+ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd, const Deadline* given) {
+  const Deadline dl = given ? *given : deadline();
   int s;
   // A peer's listener lives as long as its communicator, and this rank learnt
   // its address after it listened: a refusal means it is gone (a process
   // that exited, or a communicator destroyed), not yet to come.
   bool refused = false;
-  const ncclResult_t r = socketConnect(peers_[peer], deadline(), &s, &refused);
+  const ncclResult_t r = socketConnect(peers_[peer], dl, &s, &refused);
   if (refused)
     WARN("rank %d: rank %d refused a connection at %s: its process has exited or destroyed its communicator (or "
          "that address is not its: NCCL_SOCKET_IFNAME)", rank_, peer, addrToString(peers_[peer]).c_str());
@@ -211,15 +212,15 @@ ncclResult_t Bootstrap::connectPeer(int peer, Purpose purpose, int tag, int* fd)
   Hello h = makeHello(purpose, rank_, nranks_, tag, peer);
   memcpy(h.session, session_, kSessionBytes);
   NCCLCHECK(sealHello(h, secret_));
-  NCCLCHECK(socketSend(s, &h, sizeof(h), deadline()));
+  NCCLCHECK(socketSend(s, &h, sizeof(h), dl));
   *fd = g.release();
   return ncclSuccess;
 }
 
-ncclResult_t Bootstrap::acceptPeer(int peer, Purpose purpose, int tag, int* fd) {
+ncclResult_t Bootstrap::acceptPeer(int peer, Purpose purpose, int tag, int* fd, const Deadline* given) {
   std::lock_guard<std::mutex> lock(acceptMu_);
   auto key = std::make_tuple(peer, static_cast<int>(purpose), tag);
-  Deadline dl = deadline();
+  const Deadline dl = given ? *given : deadline();
   for (;;) {
     auto it = stash_.find(key);
     if (it != stash_.end()) {

@@ -36,9 +36,10 @@ class Bootstrap {
   // all holds nranks slots of `bytes`; this rank's slot is filled by the caller.
   ncclResult_t allgather(void* all, size_t bytes);
   ncclResult_t barrier();
-  // A new authenticated connection to `peer`'s listener / from `peer`, identified by (purpose, tag).
-  ncclResult_t connectPeer(int peer, Purpose purpose, int tag, int* fd);
-  ncclResult_t acceptPeer(int peer, Purpose purpose, int tag, int* fd);
+  // A new authenticated connection to `peer`'s listener / from `peer`, identified by (purpose, tag);
+  // `dl`: the caller's deadline (with its give-up check), else the bootstrap's own.
+  ncclResult_t connectPeer(int peer, Purpose purpose, int tag, int* fd, const Deadline* dl = nullptr);
+  ncclResult_t acceptPeer(int peer, Purpose purpose, int tag, int* fd, const Deadline* dl = nullptr);
   // Wakes everything blocked on this bootstrap (abort): peers see the ring close.
   void shutdownAll();
 

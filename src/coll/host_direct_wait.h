@@ -10,6 +10,7 @@
 #include "core/comm.h"
 #include "core/debug.h"
 #include "core/peer_life.h"
+#include "core/self_wait.h"
 #include "core/wait.h"
 
 namespace accl {
@@ -47,6 +48,11 @@ inline ncclResult_t waitAll(ncclComm* comm, HostDirect& d, const char* op, const
         WARN("%s (%s, rank %d): timed out (ACCL_TIMEOUT=%lld s) waiting for rank %d %s the direct collective", op,
              comm->name.c_str(), comm->rank, static_cast<long long>(deadline->seconds()), k, stage);
         return ncclTimeout;
+      }
+      if (const char* why = b.napping() ? selfWaitStuck(comm, k) : nullptr) {
+        WARN("%s (%s, rank %d): waiting for rank %d %s the direct collective %s", op, comm->name.c_str(), comm->rank,
+             k, stage, why);
+        return ncclInvalidUsage;
       }
       // A rank that got here, finished and left since the look above is not gone.
       const char* gone = b.napping() ? peerGone(comm, k) : nullptr;

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/peer_life.h"
+#include "core/self_wait.h"
 #include "transport/fifo_sleep.h"
 
 namespace accl {
@@ -167,6 +168,7 @@ ncclResult_t Steps::checkPeer(Connection* c, Settled settled) {
       return failGone(c, gone);
     }
   }
+  if (const char* why = selfWaitStuck(comm_, c->peer)) return fail(c, ncclInvalidUsage, why);
   if (deadline_->expired()) return fail(c, ncclTimeout, "timed out (ACCL_TIMEOUT)");
   return ncclSuccess;
 }

@@ -7,6 +7,7 @@
 // during init (before the comm is handed out) or teardown (after inFlight == 0).
 #pragma once
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -118,6 +119,15 @@ struct ncclComm {
   std::atomic<int> asyncError{ncclSuccess};
   std::atomic<int> failedRank{-1};   // the rank whose failure broke this comm, when known
   std::atomic<int> inFlight{0};      // calls currently using the comm (abort waits for them)
+  // The user thread that issues this rank's operations (the last one that
+  // did, or the one that made the communicator), and the one blocked in an
+  // operation on it now (0: none), by pthread_self: a rank waiting for a rank
+  // of its own process tells from them whether any thread can still bring
+  // that rank to the call (core/self_wait.h).
+  std::atomic<unsigned long> driver{pthread_self()};
+  std::atomic<unsigned long> caller{0};
+  int selfWaitPeer = -1;          // the waiting thread's: which rank it found unreachable,
+  uint64_t selfWaitSinceMs = 0;   // and since when (steady clock)
   std::atomic<bool> initDone{false};
   std::atomic<bool> revoked{false};  // ncclCommRevoke: no new operations; shrink, destroy and abort still work
   std::atomic<bool> suspended{false};  // ncclCommSuspend: no new operations until ncclCommResume
@@ -204,6 +214,9 @@ struct CommPin {
 CommPin commPin(const ncclComm* comm);
 // Some thread holds a pin on `comm` (commFree waits until none does).
 bool commPinned(const ncclComm* comm);
+// Rank k of `comm`'s communicator, where a live communicator of this process
+// is that rank: its driver and caller (above). False where none is.
+bool siblingThreads(const ncclComm* comm, int k, unsigned long* driver, unsigned long* caller);
 // For work queued on a communicator that is gone when it runs (another thread
 // destroyed or aborted it first): the WARN and the error.
 ncclResult_t commGone(const ncclComm* comm, const char* what);

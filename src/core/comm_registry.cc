@@ -192,6 +192,17 @@ ncclResult_t commGone(const ncclComm* comm, const char* what) {
   return ncclInvalidUsage;
 }
 
+bool siblingThreads(const ncclComm* comm, int k, unsigned long* driver, unsigned long* caller) {
+  std::lock_guard<std::mutex> g(registryMu());  // a communicator leaves the registry before it is freed
+  for (const ncclComm* c : registry()) {
+    if (c == comm || c->magic != kCommMagic || c->commHash != comm->commHash || c->rank != k) continue;
+    *driver = c->driver.load(std::memory_order_acquire);
+    *caller = c->caller.load(std::memory_order_acquire);
+    return true;
+  }
+  return false;
+}
+
 void registerComm(ncclComm* comm) {
   std::lock_guard<std::mutex> g(registryMu());
   registry().insert(comm);

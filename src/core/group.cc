@@ -9,6 +9,7 @@
 #include "coll/tuner.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/self_wait.h"
 #include "core/workers.h"
 #include "device/dev_comm.h"
 
@@ -172,9 +173,25 @@ ncclResult_t groupEnd() {
   if (!colls.empty() && colls.front().comm == colls.back().comm) {
     bool oneComm = true;
     for (const CollArgs& a : colls) oneComm = oneComm && a.comm == colls.front().comm;
-    if (oneComm) return runCommOps(colls.front().comm, colls);  // on this thread either way (below)
+    if (oneComm) {  // on this thread either way (below)
+      ncclComm* c = colls.front().comm;
+      const auto use = CommUse::ifLive(c);
+      if (!use) return commGone(c, "ncclGroupEnd");
+      SelfWaitCall calling(c);
+      return runCommOps(c, colls);
+    }
   }
   auto parts = byCommInOrder(colls, [](const CollArgs& a) { return a.comm; });
+  // Every communicator of the group is in a call of this thread before any
+  // part runs: a part that waits for another's rank must not find it idle.
+  std::vector<std::unique_ptr<CommUse>> callPins;
+  std::vector<std::unique_ptr<SelfWaitCall>> calls;
+  for (const auto& part : parts) {
+    std::unique_ptr<CommUse> use(new CommUse(CommUse::ifLive(part.first)));
+    if (!*use) continue;  // its part says so below
+    calls.emplace_back(new SelfWaitCall(part.first));
+    callPins.push_back(std::move(use));
+  }
   // Parts of one collective, or of one send and one receive, on device
   // buffers: every rank of a communicator in this process on one GPU may run
   // as one launch (coll/dev_coll.cc), where the set's first part would run.
@@ -348,6 +365,7 @@ void groupEnqueueCommJob(ncclComm* comm, std::function<ncclResult_t()> job) {
 ncclResult_t groupEnqueueColl(const CollArgs& args) {
   GroupState& g = threadGroup();
   NCCLCHECK(sameBlocking(g, args.comm->config.blocking, args.opName, args.comm->name));
+  selfWaitIssued(args.comm);
   g.colls.push_back(args);
   return ncclSuccess;
 }

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -35,12 +36,32 @@ const int probeAtFork = pthread_atfork(nullptr, nullptr, [] {
   if (probing.load() && !result.load()) result.store(forkedInProbe);
 });
 
+#ifdef ACCL_HAVE_CUDA
+// The runtime reports a missing driver as one too old ("CUDA driver version
+// is insufficient"): say which it is.
+bool driverLoads() {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return false;
+  dlclose(h);
+  return true;
+}
+
+std::string noDeviceReason(cudaError_t err) {
+  if (err == cudaErrorInsufficientDriver && !driverLoads()) return "host: no NVIDIA driver found (no libcuda.so.1)";
+  if (err == cudaErrorInsufficientDriver)
+    return "host: the NVIDIA driver is older than CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
+           std::to_string(CUDART_VERSION % 1000 / 10) + " (this build) needs";
+  if (err == cudaErrorNoDevice) return "host: the NVIDIA driver sees no GPU (CUDA_VISIBLE_DEVICES?)";
+  return std::string("host: no usable GPU (") + cudaGetErrorString(err) + ")";
+}
+#endif
+
 void probe(const char* mode, ModeInfo& info) {
 #ifdef ACCL_HAVE_CUDA
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
-    info.reason = std::string("host: no usable CUDA device (") + cudaGetErrorString(err) + ")";
+    info.reason = noDeviceReason(err);
     return;
   }
   info.deviceCount = n;
@@ -63,7 +84,7 @@ void probe(const char* mode, ModeInfo& info) {
 #endif
 #else
   (void)mode;
-  info.reason = "host: built without CUDA (ACCL_CUDA=OFF or nvcc not found)";
+  info.reason = "host: built without CUDA (ACCL_CUDA=OFF, no nvcc, or no NVIDIA driver where it was built)";
 #endif
 }
 

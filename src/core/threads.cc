@@ -1,5 +1,6 @@
 #include "core/threads.h"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
@@ -9,12 +10,23 @@
 #include "core/debug.h"
 
 namespace accl {
+namespace {
+
+std::atomic<int> running{0};
+
+}  // namespace
+
+int libraryThreads() { return running.load(std::memory_order_acquire); }
 
 ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* what, ...) {
   const char* why = nullptr;
   bool limit = false;
   try {
-    *t = std::thread(std::move(f));
+    *t = std::thread([f = std::move(f)] {
+      running.fetch_add(1, std::memory_order_acq_rel);
+      f();
+      running.fetch_sub(1, std::memory_order_acq_rel);
+    });
     return ncclSuccess;
   } catch (const std::system_error& e) {
     why = e.what();

@@ -16,4 +16,8 @@ namespace accl {
 ncclResult_t startThread(std::thread* t, std::function<void()> f, const char* what, ...)
     __attribute__((format(printf, 3, 4)));
 
+// How many threads that startThread started are running now (never more than
+// are: each counts itself once it runs, and uncounts itself before it ends).
+int libraryThreads();
+
 }  // namespace accl

@@ -24,7 +24,18 @@ class Deadline {
   explicit Deadline(const std::atomic<uint32_t>* abortFlag)
       : Deadline(abortFlag, paramInt(Param::Timeout)) {}
 
-  bool aborted() const { return abort_ && abort_->load(std::memory_order_relaxed) != 0; }
+  // The abort flag is up, or the wait's give-up check (below) says it can
+  // never end; either way the wait returns ncclInvalidUsage.
+  bool aborted() const {
+    return (abort_ && abort_->load(std::memory_order_relaxed) != 0) || (giveUp_ && giveUp_(giveUpCtx_));
+  }
+  // A check that ends the wait although the peer lives (one it waits for
+  // that no thread can bring: core/self_wait.h). It says why in a WARN itself.
+  using GiveUp = bool (*)(void* ctx);
+  void giveUpWhen(GiveUp check, void* ctx) {
+    giveUp_ = check;
+    giveUpCtx_ = ctx;
+  }
   bool expired() const { return !infinite_ && Clock::now() >= end_; }
   // A poll() timeout: at most sliceMs, never past the deadline.
   int pollMs(int sliceMs = 100) const {
@@ -39,6 +50,8 @@ class Deadline {
 
  private:
   const std::atomic<uint32_t>* abort_;
+  GiveUp giveUp_ = nullptr;
+  void* giveUpCtx_ = nullptr;
   bool infinite_;
   Clock::time_point start_;  // one clock read for both
   Clock::time_point end_;

@@ -16,6 +16,7 @@
 #include "bootstrap/socket.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/self_wait.h"
 
 namespace accl {
 
@@ -32,14 +33,30 @@ namespace {
 
 // Where a set-up is, for the message when it fails.
 struct SetUpAt {
+  ncclComm* comm;
+  int tag;
   int peer = -1;
   const char* step = "starting";
+  bool inVain = false;  // it waited for a rank of this process that no thread can bring (core/self_wait.h)
 };
+
+// The set-up's give-up check: the peer it waits for now can never come.
+bool setUpInVain(void* ctx) {
+  SetUpAt& at = *static_cast<SetUpAt*>(ctx);
+  if (at.peer < 0 || at.inVain) return at.inVain;
+  const char* why = selfWaitStuck(at.comm, at.peer);
+  if (!why) return false;
+  WARN("%s rank %d: setting up a connection (tag %d) with rank %d %s", at.comm->name.c_str(), at.comm->rank, at.tag,
+       at.peer, why);
+  at.inVain = true;
+  return true;
+}
 
 ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom, int tag,
                    std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs, SetUpAt* at) {
   Bootstrap& bs = *comm->bootstrap;
   Deadline dl(&comm->abortFlag);
+  dl.giveUpWhen(setUpInVain, at);
   sends->clear();
   recvs->clear();
   sends->resize(sendTo.size());
@@ -48,14 +65,16 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
 
   for (size_t i = 0; i < sendTo.size(); ++i) {  // 1
     int fd;
-    *at = {sendTo[i], "connecting to it"};
-    NCCLCHECK(bs.connectPeer(sendTo[i], Purpose::Data, tag, &fd));
+    at->peer = sendTo[i];
+    at->step = "connecting to it";
+    NCCLCHECK(bs.connectPeer(sendTo[i], Purpose::Data, tag, &fd, &dl));
     sendFds[i].reset(fd);
   }
   for (size_t i = 0; i < recvFrom.size(); ++i) {  // 2
     int fd, peer = recvFrom[i];
-    *at = {peer, "accepting its connection and answering it"};
-    NCCLCHECK(bs.acceptPeer(peer, Purpose::Data, tag, &fd));
+    at->peer = peer;
+    at->step = "accepting its connection and answering it";
+    NCCLCHECK(bs.acceptPeer(peer, Purpose::Data, tag, &fd, &dl));
     recvFds[i].reset(fd);
     char kind = 'N';
     if (tag >= kTagDevice) {  // a device connector (same host: dev_coll.cc checked)
@@ -71,7 +90,8 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
   for (size_t i = 0; i < sendTo.size(); ++i) {  // 3
     int fd = sendFds[i].get(), peer = sendTo[i];
     char kind = 0;
-    *at = {peer, "reading its answer and opening the connection"};
+    at->peer = peer;
+    at->step = "reading its answer and opening the connection";
     NCCLCHECK(socketRecv(fd, &kind, 1, dl));
     if (kind == 'S' || kind == 'I') {
       NCCLCHECK(kind == 'S' ? shmOpenSend(comm, peer, tag, &(*sends)[i]) : ipcOpenSend(comm, peer, tag, &(*sends)[i]));
@@ -86,7 +106,8 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
   for (size_t i = 0; i < recvFrom.size(); ++i) {  // 4
     if (recvFds[i].get() < 0) continue;  // a socket connection: nothing to unlink
     char ack = 0;
-    *at = {recvFrom[i], "reading its acknowledgement"};
+    at->peer = recvFrom[i];
+    at->step = "reading its acknowledgement";
     NCCLCHECK(socketRecv(recvFds[i].get(), &ack, 1, dl));
     shmUnlinkRecv((*recvs)[i].get());
   }
@@ -98,12 +119,12 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
 
 ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
                           int tag, std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs) {
-  SetUpAt at;
+  SetUpAt at{comm, tag};
   const ncclResult_t r = setUp(comm, sendTo, recvFrom, tag, sends, recvs, &at);
   if (r == ncclSuccess || comm->abortFlag.load(std::memory_order_relaxed)) return r;
   // Name the peer and the step (a socket that closed says nothing itself),
   // and fail the communicator: its calls cannot pair up without this connection.
-  WARN("%s rank %d: setting up a connection (tag %d) with rank %d failed while %s: %s (did rank %d fail, exit or "
+  if (!at.inVain) WARN("%s rank %d: setting up a connection (tag %d) with rank %d failed while %s: %s (did rank %d fail, exit or "
        "call another operation?)", comm->name.c_str(), comm->rank, tag, at.peer, at.step, ncclGetErrorString(r),
        at.peer);
   if (r == ncclRemoteError && at.peer >= 0) commNoteFailedRank(comm, at.peer);  // the peer is gone: the others learn who

@@ -6,6 +6,8 @@ R=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${PMIX_RANK:-0}}}
 PY=${PYTHON:-python3}
 ARGS=(-m pytest -p no:cacheprovider tests/mpi "$@")
 if [ "$R" = 0 ]; then
+  # ci/test.sh's summary reads rank 0's report.
+  [ -n "${ACCL_MPI_JUNIT:-}" ] && ARGS+=(--junitxml="$ACCL_MPI_JUNIT")
   exec "$PY" "${ARGS[@]}"
 fi
 mkdir -p "${ACCL_MPI_LOG_DIR:=/tmp/accl-mpi-logs}"

@@ -107,6 +107,47 @@ def test_several_ranks_in_one_process(c_program):
     assert re.search(r"\d+ passed, 0 failed", p.stdout)
 
 
+@pytest.mark.parametrize("mode,arg,env", [
+    ("allreduce", 1024, {}),                          # inline through shared memory
+    ("allreduce", 1 << 20, {}),                       # the direct collective
+    ("allreduce", 1 << 20, {"ACCL_DIRECT": "0"}),     # the ring's connections
+    ("send", 1 << 20, {}),                            # a straight send waits for its receive
+])
+def test_one_thread_driving_two_ranks_ungrouped_fails_at_once(c_program, mode, arg, env):
+    # NCCL deadlocks here; ACCL knows no other thread could call rank 1.
+    p = run(c_program("one_thread_ungrouped"), mode, arg, env={"NCCL_DEBUG": "WARN", **env}, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    seconds = float(re.search(r"after ([\d.]+) s", p.stdout).group(1))
+    assert seconds < 2, p.stdout
+    assert "ncclGroupStart/ncclGroupEnd" in p.stderr and "rank 1" in p.stderr, p.stderr[-3000:]
+
+
+def test_one_thread_ungrouped_send_that_fits_still_works(c_program):
+    # Once the connection exists (a grouped exchange made it), a send the
+    # FIFO holds does not wait for its receive: no error, and the receive
+    # after it gets the data. Without the connection it fails at once (the
+    # set-up needs both ranks): the `send` case above with 4 KiB.
+    p = run(c_program("one_thread_ungrouped"), "send_connected", 4096, timeout=60)
+    assert p.returncode == 0 and "the receive got it" in p.stdout, p.stdout + p.stderr[-3000:]
+    p = run(c_program("one_thread_ungrouped"), "send", 4096, timeout=60)
+    assert p.returncode == 0 and re.search(r"invalid usage.* after 0\.\d+ s", p.stdout), p.stdout + p.stderr[-3000:]
+
+
+def test_ranks_of_one_process_grouped_or_on_two_threads_are_not_refused(c_program):
+    p = run(c_program("one_thread_ungrouped"), "grouped", timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    # Rank 1's thread comes a second late, while rank 0 waits: within ACCL_SELF_WAIT_MS (5 s).
+    p = run(c_program("one_thread_ungrouped"), "two_threads", 1000, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert "WARN" not in p.stderr, p.stderr[-3000:]
+
+
+def test_a_second_thread_later_than_self_wait_ms_is_refused_with_the_parameter_named(c_program):
+    p = run(c_program("one_thread_ungrouped"), "two_threads", 3000, env={"ACCL_SELF_WAIT_MS": "300"}, timeout=60)
+    assert p.returncode == 1, p.stdout + p.stderr[-3000:]
+    assert "ACCL_SELF_WAIT_MS" in p.stderr and "ncclGroupStart/ncclGroupEnd" in p.stderr, p.stderr[-3000:]
+
+
 def _unused_uid():
     """A uid no process runs as: RLIMIT_NPROC counts every thread of the user."""
     used = set()

@@ -11,12 +11,13 @@ import socket
 
 import numpy as np
 
-_TEXT = 64  # bytes kept of the host name and of the mode reason
-_SLOT = 16 + 2 * _TEXT
+_HOST = 64     # bytes kept of the host name
+_REASON = 128  # and of the mode reason (the library's are shorter)
+_SLOT = 16 + _HOST + _REASON
 
 
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "replace")[:_TEXT].ljust(_TEXT, b"\0")
+def _encode(text: str, size: int) -> bytes:
+    return text.encode("utf-8", "replace")[:size].ljust(size, b"\0")
 
 
 def _decode(raw: bytes) -> str:
@@ -29,13 +30,13 @@ def gather(comm, mode_reason: str) -> list[dict]:
     mine = buf[comm.rank * _SLOT:(comm.rank + 1) * _SLOT]
     mine[:16] = np.frombuffer(np.array([os.getpid(), comm.device], dtype=np.int64).tobytes(),
                               dtype=np.uint8)
-    mine[16:16 + _TEXT] = np.frombuffer(_encode(socket.gethostname()), dtype=np.uint8)
-    mine[16 + _TEXT:] = np.frombuffer(_encode(mode_reason), dtype=np.uint8)
+    mine[16:16 + _HOST] = np.frombuffer(_encode(socket.gethostname(), _HOST), dtype=np.uint8)
+    mine[16 + _HOST:] = np.frombuffer(_encode(mode_reason, _REASON), dtype=np.uint8)
     comm.allreduce(buf, buf, "sum")
     out = []
     for rank in range(comm.size):
         slot = buf[rank * _SLOT:(rank + 1) * _SLOT].tobytes()
         pid, device = np.frombuffer(slot[:16], dtype=np.int64)
         out.append({"rank": rank, "pid": int(pid), "device": int(device),
-                    "host": _decode(slot[16:16 + _TEXT]), "mode": _decode(slot[16 + _TEXT:])})
+                    "host": _decode(slot[16:16 + _HOST]), "mode": _decode(slot[16 + _HOST:])})
     return out

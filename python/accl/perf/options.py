@@ -20,8 +20,7 @@ DATATYPE_ALIASES = {
     "char": "int8", "int": "int32", "float16": "half", "fp16": "half", "float32": "float",
     "fp32": "float", "float64": "double", "fp64": "double", "bf16": "bfloat16",
 }
-DEFAULT_DATATYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64",
-                     "half", "float", "double"]
+ALL_DATATYPES = list(DATATYPES)  # -d all: every one, as nccl-tests' drivers (and ACCL's C drivers) do
 OPS = ["sum", "prod", "max", "min", "avg"]
 PEERS = ["mpi", "gloo"]  # --compare: OpenMPI (mpi4py under mpirun), Gloo (torch.distributed)
 AVERAGE_NAMES = {0: "rank 0", 1: "average", 2: "minimum", 3: "maximum"}
@@ -114,6 +113,25 @@ class Options:
         return out
 
 
+DEFAULT_BYTES = 32 << 20  # -b and -e when not given: one size
+DEFAULT_BYTES_TEXT = "32M"
+PLOT_SWEEP = (8, 32 << 20, 2)  # --plot alone: a curve, not one size
+PLOT_SWEEP_TEXT = "8 to 32M, factor 2"
+
+
+def _check_plot(p: argparse.ArgumentParser, path: str) -> None:
+    """Before the run: the plot can be drawn and written."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("matplotlib") is None:
+        p.error("--plot needs matplotlib, which is not installed: pip install 'accl[plot]' "
+                "(or pip install matplotlib)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        p.error(f"--plot {path}: cannot write in {folder}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m accl.perf",
@@ -121,9 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "-np local ranks itself; host mode where there is no GPU.")
     p.add_argument("collective", choices=sorted(COLLECTIVES), help="operation to benchmark")
     p.add_argument("-np", "--nranks", type=int, default=2, help="local ranks to start (default 2)")
-    p.add_argument("-b", "--minbytes", type=parse_size, default=32 << 20,
-                   help="smallest size (32M)")
-    p.add_argument("-e", "--maxbytes", type=parse_size, default=32 << 20, help="largest size (32M)")
+    p.add_argument("-b", "--minbytes", type=parse_size, default=None,
+                   help=f"smallest size ({DEFAULT_BYTES_TEXT}; with --plot {PLOT_SWEEP_TEXT})")
+    p.add_argument("-e", "--maxbytes", type=parse_size, default=None,
+                   help=f"largest size ({DEFAULT_BYTES_TEXT}; with --plot {PLOT_SWEEP_TEXT})")
     p.add_argument("-i", "--stepbytes", type=parse_size, default=None,
                    help="add this many bytes per step (used when -f is not given)")
     p.add_argument("-f", "--stepfactor", type=int, default=None, help="multiply size by this (2)")
@@ -131,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations (5)")
     p.add_argument("-c", "--check", type=int, default=1, help="check results (1) or not (0)")
     p.add_argument("-d", "--datatype", type=_datatype, default="float",
-                   help="int8 uint8 int32 uint32 int64 uint64 half float double bfloat16, or all")
+                   help=f"{' '.join(DATATYPES)}, or all (default float)")
     p.add_argument("-o", "--op", type=_op, default="sum", help="sum prod max min avg, or all")
     p.add_argument("-a", "--average", type=int, choices=sorted(AVERAGE_NAMES), default=1,
                    help="time reported: 0 rank 0, 1 average (default, as nccl-tests), 2 min, 3 max")
@@ -147,7 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also time the same sizes with OpenMPI (mpi4py under mpirun) and/or "
                         "Gloo (torch.distributed); adds 'mpi time', 'x mpi', ... columns")
     p.add_argument("--plot", metavar="FILE.png", default=None,
-                   help="busbw vs size, one line per library (needs matplotlib)")
+                   help="busbw vs size, one line per library (needs matplotlib: "
+                        "pip install 'accl[plot]'); without -b, -e and -f it sweeps "
+                        f"{PLOT_SWEEP_TEXT}")
     p.add_argument("--csv", metavar="FILE", default=None, help="write the rows as CSV")
     p.add_argument("-J", "--json", metavar="FILE", default=None, help="write the rows as JSON")
     p.add_argument("--progress", action="store_true",
@@ -169,15 +190,26 @@ def parse(argv: list[str]) -> Options:
         p.error("-n must be >= 1 and -w >= 0")
     if a.root < 0:
         p.error("-r must be a rank (>= 0)")
+    if a.plot:
+        _check_plot(p, a.plot)
+        if a.minbytes is None and a.maxbytes is None and a.stepfactor is None and a.stepbytes is None:
+            a.minbytes, a.maxbytes, a.stepfactor = PLOT_SWEEP
+    given_min, given_max = a.minbytes is not None, a.maxbytes is not None
+    a.minbytes = DEFAULT_BYTES if a.minbytes is None else a.minbytes
+    a.maxbytes = DEFAULT_BYTES if a.maxbytes is None else a.maxbytes
     if a.minbytes > a.maxbytes:
-        p.error("-b (minbytes) is larger than -e (maxbytes)")
+        if not given_min:
+            p.error(f"-e {a.maxbytes} is below -b's default ({DEFAULT_BYTES_TEXT}): give -b too, e.g. -b 8")
+        if not given_max:
+            p.error(f"-b {a.minbytes} is above -e's default ({DEFAULT_BYTES_TEXT}): give -e too")
+        p.error(f"-b (minbytes, {a.minbytes}) is larger than -e (maxbytes, {a.maxbytes})")
     if a.stepfactor is not None and a.stepfactor < 1:
         p.error("-f must be >= 1")
     factor = a.stepfactor if a.stepfactor is not None else (1 if a.stepbytes is not None else 2)
     stepbytes = a.stepbytes if a.stepbytes is not None else 1 << 20
     if factor <= 1 and stepbytes <= 0:
         p.error("-i must be > 0 when stepping by bytes")
-    types = DEFAULT_DATATYPES if a.datatype == "all" else [a.datatype]
+    types = ALL_DATATYPES if a.datatype == "all" else [a.datatype]
     ops = OPS if a.op == "all" else [a.op]
     return Options(a.collective, a.nranks, a.minbytes, a.maxbytes, stepbytes, factor, a.iters,
                    a.warmup_iters, a.check, types, ops, a.average, a.timeout, a.compare,

@@ -39,8 +39,9 @@ def device_lines(ranks: list[dict]) -> list[str]:
     lines = ["# Using devices"]
     for r in ranks:
         where = "host" if r["device"] < 0 else "cuda"
+        why = r["mode"].split(": ", 1)[-1]  # "host: <why>": [host] says the first part
         lines.append(f"#  Rank {r['rank']:2d} Group  0 Pid {r['pid']:6d} on {r['host']:>10s} "
-                     f"device {r['device']:2d} [{where}] {r['mode']}")
+                     f"device {r['device']:2d} [{where}] {why}")
     return lines
 
 
