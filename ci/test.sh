@@ -21,6 +21,11 @@ RESULTS=$(mktemp -d /tmp/accl-test.XXXXXX)
 START=$(date +%s)
 step() { printf '\n==> [%s/6] %s (%s)\n' "$1" "$2" "$3"; }
 die() { echo "ci/test.sh: $*" >&2; exit 1; }
+# pip, quiet, without the notes it repeats on every call as root or about absent wheel folders.
+pipq() {
+  PIP_ROOT_USER_ACTION=ignore "$PY" -m pip install -q "$@" 2>&1 | grep -v "^WARNING: Location '.*' is ignored"
+  return "${PIPESTATUS[0]}"
+}
 
 step 1 "system packages: Open MPI, valgrind" "about 1 minute where they are missing, else nothing"
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -37,22 +42,22 @@ else
 fi
 
 step 2 "Python packages" "about 30 s the first time"
-"$PY" -m pip install -q --upgrade pip || die "pip is not usable with $PY"
-command -v cmake >/dev/null || "$PY" -m pip install -q "cmake>=3.18" || die "cannot install cmake"
+pipq --upgrade pip || die "pip is not usable with $PY"
+command -v cmake >/dev/null || pipq "cmake>=3.18" || die "cannot install cmake"
 if command -v mpicc >/dev/null && ! "$PY" -c "import mpi4py" 2>/dev/null; then
-  "$PY" -m pip install -q mpi4py || echo "mpi4py not installed (its tests skip)"
+  pipq mpi4py || echo "mpi4py not installed (its tests skip)"
 fi
 # The build's own requirements: accl is built without pip's build isolation,
 # so that its build folder (build/<wheel tag>) serves the next build too.
-"$PY" -m pip install -q pytest pytest-timeout numpy "ml_dtypes>=0.3" "scikit-build-core>=0.10" "nanobind>=2.0" ||
+pipq pytest pytest-timeout numpy "ml_dtypes>=0.3" matplotlib "scikit-build-core>=0.10" "nanobind>=2.0" ||
   die "cannot install the test requirements"
 # The CPU torch wheel (on this kind of machine's disk) for the accl.torch backend tests.
-"$PY" -m pip install -q torch==2.13.0 || echo "torch not installed (the accl.torch tests skip)"
+pipq torch==2.13.0 || echo "torch not installed (the accl.torch tests skip)"
 
 step 3 "accl from this checkout" "about 40 s without the CUDA kernels, 3 minutes with them; nothing when up to date"
 why=$("$PY" ci/installed.py) && echo "reused: $why" || {
   echo "building: $why"
-  "$PY" -m pip install --no-build-isolation -v ".[test]" >"$RESULTS/install.log" 2>&1 &
+  PIP_ROOT_USER_ACTION=ignore "$PY" -m pip install --no-build-isolation -v ".[test]" >"$RESULTS/install.log" 2>&1 &
   pip_pid=$!
   # Progress: CMake's choice of CUDA and the build's [done/total] lines.
   tail -n +1 --pid=$pip_pid -f "$RESULTS/install.log" | grep --line-buffered -oE 'ACCL: CUDA .*|\[[0-9]+/[0-9]+\] [A-Za-z]+ [A-Za-z]+ .*' |

@@ -80,9 +80,17 @@ def error_class(code: int) -> type[NcclError]:
     return _BY_CODE.get(code, NcclError)
 
 
+def message(code: int, call: str, error_string: str, last_warning: str) -> str:
+    """"<call> failed: <what> (code N): <the last WARN>". NCCL's error strings
+    end in "(run with NCCL_DEBUG=... for details)": where the details follow,
+    that hint goes."""
+    if last_warning:
+        error_string = error_string.split(" (run with NCCL_DEBUG", 1)[0]
+    text = f"{call} failed: {error_string} (code {code})"
+    return f"{text}: {last_warning}" if last_warning else text
+
+
 def make_error(code: int, call: str, error_string: str, last_warning: str) -> NcclError:
     """Build the exception for a failed C call (the extension's error factory)."""
-    message = f"{call} failed: {error_string} (code {code})"
-    if last_warning:
-        message += f": {last_warning}"
-    return error_class(code)(code, message, call=call, last_warning=last_warning)
+    return error_class(code)(code, message(code, call, error_string, last_warning), call=call,
+                             last_warning=last_warning)

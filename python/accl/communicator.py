@@ -11,7 +11,7 @@ import numpy as np
 from . import _accl, _group
 from ._dtypes import as_c_array, datatype_code, datatype_of, to_dtype
 from ._enums import RedOp, Result, red_op
-from ._errors import InvalidUsageError, error_class
+from ._errors import InvalidUsageError, make_error
 
 UNIQUE_ID_BYTES: int = _accl.UNIQUE_ID_BYTES
 SPLIT_NOCOLOR: int = _accl.SPLIT_NOCOLOR
@@ -906,11 +906,7 @@ class Communicator:
             if state == Result.SUCCESS:
                 return
             if state != Result.IN_PROGRESS:
-                last = _accl.get_last_error()
-                message = f"{call} failed: {_accl.get_error_string(state)} (code {state})"
-                if last:
-                    message += f": {last}"
-                raise error_class(state)(state, message, call=call, last_warning=last)
+                raise make_error(state, call, _accl.get_error_string(state), _accl.get_last_error())
             time.sleep(delay)
             delay = min(delay * 2 or 1e-5, 1e-3)
 

@@ -4,8 +4,11 @@
 #include <net/if.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/check.h"
 
@@ -107,8 +110,11 @@ ncclResult_t chooseInterfaces(const SockAddr* reach, std::vector<NetIf>* out) {
     for (const auto& i : all)
       if (ifMatches(spec, i.name)) out->push_back(i);
     if (out->empty()) {
-      std::string seen;
-      for (const auto& i : all) seen += (seen.empty() ? "" : ",") + i.name;
+      std::string seen;  // each name once (an interface with IPv4 and IPv6 addresses is listed twice)
+      std::vector<std::string> names;
+      for (const auto& i : all)
+        if (std::find(names.begin(), names.end(), i.name) == names.end()) names.push_back(i.name);
+      for (const auto& n : names) seen += (seen.empty() ? "" : ", ") + n;
       WARN("NCCL_SOCKET_IFNAME=%s matches no usable interface (found: %s)", ifname, seen.c_str());
       return ncclInvalidUsage;
     }

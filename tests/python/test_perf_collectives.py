@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import accl
-from accl.perf import collectives
+from accl.perf import collectives, options
 
 HOST_MODE = not accl.query_mode()[0]
 needs_host = pytest.mark.skipif(not HOST_MODE, reason="accl.perf uses host arrays")
@@ -82,7 +82,7 @@ def test_table_columns_and_results(name):
             assert float(busbw) == pytest.approx(float(algbw) * bus(n), rel=0.02, abs=0.011)
     if name not in REDUCING:  # -d all: every type, each checked
         every = _rows(res.stdout)
-        assert len(every) == 2 * 9 and all(r[8] == "0" for r in every), every
+        assert len(every) == 2 * len(options.DATATYPES) and all(r[8] == "0" for r in every), every
     assert "# Out of bounds values : 0 OK" in res.stdout
 
 

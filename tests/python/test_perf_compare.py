@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -48,6 +49,9 @@ def test_perf_compare_mpi_gloo_csv_json(tmp_path):
     assert [int(r[0]) for r in rows] == SIZES
     assert all(len(r) == 13 + 4 for r in rows), rows  # 13 nccl-tests columns, 2 per peer
     assert "# Out of bounds values : 0 OK" in out
+    if HAVE["gloo"]:  # the note that explains its ratios, with its smallest call's time
+        note = next(line for line in out.splitlines() if line.startswith("# gloo: its 8 B call took "))
+        assert "shared memory" in note
 
     with open(out_csv, newline="") as f:
         recs = list(csv.DictReader(f))
@@ -80,7 +84,8 @@ def test_perf_compare_mpi_gloo_csv_json(tmp_path):
         assert doc["peers"][peer]["available"] is True
 
 
-def test_compare_flag_parsing_and_header():
+def test_compare_flag_parsing_and_header(monkeypatch):
+    monkeypatch.setattr(options, "_matplotlib_found", lambda: True)
     opts = options.parse(["allreduce", "--compare", "gloo,mpi,gloo", "--csv", "x.csv",
                           "-J", "x.json", "--plot", "x.png", "--progress"])
     assert opts.compare == ["gloo", "mpi"]
@@ -96,6 +101,65 @@ def test_compare_flag_parsing_and_header():
     assert table.compare_part(12.5, 2.0).split() == ["12.50", "2.00"]
     # a ratio that two decimals would print as 0.00 (ACCL slowed down by a loaded machine) stays above 0
     assert table.compare_part(6.12, 0.0012).split() == ["6.12", "1e-03"]
+
+
+def test_plot_without_matplotlib_fails_before_the_run(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(options, "_matplotlib_found", lambda: False)
+    with pytest.raises(SystemExit) as e:
+        options.parse(["allreduce", "--plot", str(tmp_path / "p.png")])
+    assert e.value.code == 2
+    assert "pip install 'accl[plot]'" in capsys.readouterr().err
+    # As a user runs it: the launcher refuses before any rank starts.
+    hide = ("import sys; sys.modules['matplotlib'] = None; from accl.perf.__main__ import main; "
+            f"sys.exit(main(['allreduce', '-np', '2', '--plot', {str(tmp_path / 'p.png')!r}]))")
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "accl[plot]" in res.stderr, res.stdout + res.stderr
+    assert time.monotonic() - t0 < 20 and "Collective test starting" not in res.stdout
+    monkeypatch.setattr(options, "_matplotlib_found", lambda: True)
+    with pytest.raises(SystemExit):  # a folder that is not there: said before the run too
+        options.parse(["allreduce", "--plot", str(tmp_path / "no" / "p.png")])
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_plot_alone_sweeps_sizes_and_other_size_errors_name_the_defaults(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(options, "_matplotlib_found", lambda: True)
+    opts = options.parse(["allreduce", "--plot", str(tmp_path / "p.png")])
+    assert opts.sizes() == [8 << k for k in range(23)]  # 8 B .. 32 MiB, factor 2: a curve
+    assert options.parse(["allreduce"]).sizes() == [32 << 20]  # without --plot: one size, as before
+    assert options.parse(["allreduce", "--plot", "p.png", "-b", "1M", "-e", "4M"]).sizes() == [1 << 20, 2 << 20,
+                                                                                           4 << 20]
+    with pytest.raises(SystemExit):
+        options.parse(["allreduce", "-e", "1M"])
+    assert "below -b's default (32M): give -b too" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        options.parse(["allreduce", "-b", "64M"])
+    assert "above -e's default (32M)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        options.parse(["allreduce", "-b", "2M", "-e", "1M"])
+    assert "-b (minbytes, 2097152) is larger than -e (maxbytes, 1048576)" in capsys.readouterr().err
+
+
+def test_datatypes_all_and_help_list_all_twelve(capsys):
+    assert options.parse(["allreduce", "-d", "all"]).datatypes == list(options.DATATYPES)
+    assert len(options.DATATYPES) == 12
+    with pytest.raises(SystemExit):
+        options.parse(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(name in out for name in options.DATATYPES), out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (pip install '.[plot]')")
+@pytest.mark.timeout(180)
+def test_plot_alone_draws_a_curve(tmp_path):
+    png = tmp_path / "p.png"
+    res = subprocess.run([sys.executable, "-m", "accl.perf", "allreduce", "-np", "2", "-n", "1", "-w", "0",
+                          "--plot", str(png), "-J", str(tmp_path / "p.json")],
+                         capture_output=True, text=True, timeout=170)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert png.stat().st_size > 10000
+    rows = json.loads((tmp_path / "p.json").read_text())["rows"]
+    assert [r["size"] for r in rows] == [8 << k for k in range(23)]
 
 
 def test_plot_without_matplotlib_is_a_message(tmp_path):

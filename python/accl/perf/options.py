@@ -119,12 +119,17 @@ PLOT_SWEEP = (8, 32 << 20, 2)  # --plot alone: a curve, not one size
 PLOT_SWEEP_TEXT = "8 to 32M, factor 2"
 
 
+def _matplotlib_found() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _check_plot(p: argparse.ArgumentParser, path: str) -> None:
     """Before the run: the plot can be drawn and written."""
-    import importlib.util
     import os
 
-    if importlib.util.find_spec("matplotlib") is None:
+    if not _matplotlib_found():
         p.error("--plot needs matplotlib, which is not installed: pip install 'accl[plot]' "
                 "(or pip install matplotlib)")
     folder = os.path.dirname(os.path.abspath(path))

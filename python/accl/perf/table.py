@@ -75,6 +75,8 @@ def footer(name: str, failed_tests: int, avg_busbw: float) -> list[str]:
         "# %-20s : %d %s" % ("Out of bounds values", failed_tests,
                              "FAILED" if failed_tests else "OK"),
         "# %-20s : %g " % ("Avg bus bandwidth", avg_busbw),
+        "#   (in GB/s: the mean busbw of every row, out-of-place and in-place; the line as "
+        "nccl-tests prints it, for the tools that read it)",
         "#",
         f"# Collective test concluded: {name}",
     ]

@@ -201,8 +201,8 @@ def run(opts: Options, me: rendezvous.Identity) -> int:
     cpus = binding.apply(opts.bind_to, me.rank, me.nranks) if ours else None
     watchdog.start(me.rank, deadline, watch_parent=ours)
     coll = COLLECTIVES[opts.collective]
-    uid = rendezvous.unique_id(me)
     try:
+        uid = rendezvous.unique_id(me)
         with accl.Communicator(me.nranks, uid, me.rank) as comm:
             def out(line: str) -> None:
                 if comm.rank == 0:
