@@ -5,9 +5,10 @@
 #pragma once
 
 #pragma GCC visibility push(default)
-#include "nccl.h"
-#include "accl.h"
 #include "api/device_api_abi.h"
+#include "base/debug.h"
+#include "accl.h"
+#include "nccl.h"
 #pragma GCC visibility pop
 
 #define ACCL_PRAGMA(x) _Pragma(#x)

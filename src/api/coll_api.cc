@@ -9,13 +9,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/check.h"
 #include "coll/coll.h"
-#include "core/check.h"
+#include "coll/dev_comm.h"
 #include "core/comm.h"
-#include "core/group.h"
 #include "core/redop.h"
 #include "core/self_wait.h"
-#include "device/dev_comm.h"
+#include "init/group.h"
 
 using accl::CollArgs;
 using accl::CollKind;
@@ -74,7 +74,7 @@ ncclResult_t validate(CollArgs& a, unsigned needs, size_t span) {
   return ncclSuccess;
 }
 
-// Inside a group, a call with bad arguments fails the group (core/group.h).
+// Inside a group, a call with bad arguments fails the group (init/group.h).
 ncclResult_t checkArgs(CollArgs& a, unsigned needs, size_t span) { return accl::groupFail(validate(a, needs, span)); }
 
 // Runs the operations of one call as NCCL does: inside the caller's group if

@@ -8,11 +8,13 @@
 #include <functional>
 #include <vector>
 
+#include "base/check.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
-#include "core/check.h"
-#include "core/group.h"
-#include "core/split.h"
+#include "coll/dev_comm.h"
+#include "init/group.h"
+#include "init/lifecycle.h"
+#include "init/split.h"
 
 namespace {
 
@@ -22,7 +24,7 @@ ncclResult_t startChild(ncclComm* parent, ncclConfig_t* config,
                         std::function<ncclResult_t(ncclComm* child)> make, ncclComm_t* newcomm) {
   accl::CommConfig cfg = parent->config;
   if (config) NCCLCHECK(accl::readConfig(config, &cfg));
-  auto* child = new ncclComm();
+  auto* child = accl::commAlloc();
   child->config = cfg;
   child->cudaDev = parent->cudaDev;  // -1: host mode
   return acclStartInit(
@@ -50,7 +52,7 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
                                       ncclConfig_t* config) {
   ACCL_API_GUARD_BEGIN
   const auto use = accl::CommUse::ifLive(comm);
-  // Inside a group, a call that fails here fails the group (core/group.h).
+  // Inside a group, a call that fails here fails the group (init/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     NCCLCHECK(acclCheckComm(comm, "ncclCommSplit"));
     if (!newcomm) {
@@ -90,7 +92,7 @@ extern "C" ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, 
                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   ACCL_API_GUARD_BEGIN
   const auto use = accl::CommUse::ifLive(comm);
-  // Inside a group, a call that fails here fails the group (core/group.h).
+  // Inside a group, a call that fails here fails the group (init/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     NCCLCHECK(acclCheckComm(comm, "ncclCommShrink"));
     if (!newcomm) {
@@ -254,7 +256,7 @@ NCCL_API_ALIAS(ncclCommRevoke)
 extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
   ACCL_API_GUARD_BEGIN
-  // Inside a group, a call that fails here fails the group (core/group.h).
+  // Inside a group, a call that fails here fails the group (init/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     if (!newcomm || !commIds) {
       WARN("ncclCommInitRankScalable: %s is NULL", newcomm ? "commIds" : "newcomm");
@@ -290,7 +292,7 @@ extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nrank
       for (int j = 0; j < k && !seen; ++j) seen = memcmp(&ids[k].root, &ids[j].root, sizeof(ids[k].root)) == 0;
       if (!seen) accl::releaseRoot(ids[k]);
     }
-    auto* comm = new ncclComm();
+    auto* comm = accl::commAlloc();
     comm->cudaDev = accl::devChoose(-1);
     comm->config = cfg;
     comm->rank = myrank;

@@ -10,11 +10,17 @@
 #include <thread>
 #include <vector>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/errors.h"
+#include "base/param.h"
+#include "base/threads.h"
+#include "bootstrap/bootstrap.h"
+#include "coll/dev_comm.h"
 #include "core/comm.h"
-#include "core/group.h"
-#include "core/split.h"
-#include "core/threads.h"
+#include "init/group.h"
+#include "init/lifecycle.h"
+#include "init/split.h"
+#include "transport/connections.h"
 
 using accl::commValid;
 
@@ -63,7 +69,7 @@ ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn) {
   int async = comm->deviceMode ? accl::devCheck(comm) : comm->asyncError.load();
   if (async != ncclSuccess) {
     WARN("%s (%s, rank %d): the communicator failed earlier (%s); abort or destroy it", fn, comm->name.c_str(),
-         comm->rank, pncclGetErrorString(static_cast<ncclResult_t>(async)));
+         comm->rank, accl::errorString(static_cast<ncclResult_t>(async)));
     return static_cast<ncclResult_t>(async);
   }
   return ncclSuccess;
@@ -168,7 +174,7 @@ bool leftToItsInit(ncclComm* comm) {
 
 ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
                           ncclConfig_t* config, int device) {
-  // Inside a group, an init that fails here fails the group (core/group.h).
+  // Inside a group, an init that fails here fails the group (init/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     if (!out) {
       WARN("%s: comm (the ncclComm_t* output) is NULL", fn);
@@ -192,7 +198,7 @@ ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncc
     accl::CommConfig cfg;
     NCCLCHECK(accl::readConfig(config, &cfg));
     NCCLCHECK(acclCheckMode(fn));
-    auto* comm = new ncclComm();
+    auto* comm = accl::commAlloc();
     comm->config = cfg;
     comm->rank = rank;
     comm->nranks = nranks;
@@ -233,7 +239,7 @@ NCCL_API_ALIAS(ncclCommInitRank)
 
 extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   ACCL_API_GUARD_BEGIN
-  // Inside a group, a call that fails here fails the group (core/group.h).
+  // Inside a group, a call that fails here fails the group (init/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     if (!comms) {
       WARN("ncclCommInitAll: comms is NULL");

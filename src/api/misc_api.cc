@@ -4,15 +4,14 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/check.h"
-#include "core/group.h"
+#include "base/check.h"
+#include "base/errors.h"
+#include "base/param.h"
+#include "base/version.h"
+#include "coll/dev_comm.h"
 #include "core/mode.h"
-#include "core/param.h"
-#include "device/dev_comm.h"
+#include "init/group.h"
 #include "transport/host_share.h"
-
-#define ACCL_STR2(x) #x
-#define ACCL_STR(x) ACCL_STR2(x)
 
 extern "C" ncclResult_t pncclGetVersion(int* version) {
   if (!version) {
@@ -24,20 +23,7 @@ extern "C" ncclResult_t pncclGetVersion(int* version) {
 }
 NCCL_API_ALIAS(ncclGetVersion)
 
-extern "C" const char* pncclGetErrorString(ncclResult_t result) {
-  switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    case ncclTimeout: return "operation timed out (ACCL_TIMEOUT)";
-    default: return "unknown result code";
-  }
-}
+extern "C" const char* pncclGetErrorString(ncclResult_t result) { return accl::errorString(result); }
 NCCL_API_ALIAS(ncclGetErrorString)
 
 extern "C" const char* pncclGetLastError(ncclComm_t /*comm: the last warning is per process*/) {
@@ -87,9 +73,7 @@ extern "C" ncclResult_t pncclMemFree(void* ptr) {
 }
 NCCL_API_ALIAS(ncclMemFree)
 
-extern "C" const char* acclGetVersionString(void) {
-  return ACCL_STR(ACCL_VERSION_MAJOR) "." ACCL_STR(ACCL_VERSION_MINOR) "." ACCL_STR(ACCL_VERSION_PATCH);
-}
+extern "C" const char* acclGetVersionString(void) { return accl::versionString(); }
 
 extern "C" const char* acclGetThreadLastError(void) { return accl::threadLastWarning(); }
 

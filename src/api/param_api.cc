@@ -1,5 +1,5 @@
 // NCCL 2.30's parameter API over ACCL's one table of parameters
-// (core/params.def): every ACCL and NCCL name ACCL reads, with the value the
+// (base/params.def): every ACCL and NCCL name ACCL reads, with the value the
 // library runs with (environment, then NCCL_CONF_FILE or ~/.nccl.conf, then
 // /etc/nccl.conf, then the default; read once, again after
 // ncclResetDebugInit). Integer parameters are 64-bit; a typed read converts
@@ -18,9 +18,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/check.h"
-#include "core/fork_safe.h"
-#include "core/param.h"
+#include "base/check.h"
+#include "base/fork_safe.h"
+#include "base/param.h"
 
 // The handle NCCL leaves opaque: which parameter. One per parameter, never
 // freed (trivially destructible, so valid through static destruction too).

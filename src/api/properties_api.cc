@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "api/init_common.h"
-#include "core/check.h"
+#include "base/check.h"
 #include "core/comm.h"
 
 namespace {

@@ -12,11 +12,11 @@
 
 #include <cstdint>
 
+#include "base/check.h"
+#include "coll/dev_comm.h"
 #include "coll/rma.h"
-#include "core/check.h"
 #include "core/comm.h"
-#include "core/group.h"
-#include "device/dev_comm.h"
+#include "init/group.h"
 
 namespace {
 
@@ -75,7 +75,7 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
                                                int winFlags) {
   ACCL_API_GUARD_BEGIN
   const auto use = accl::CommUse::ifLive(comm);
-  // Inside a group, a call that fails here fails the group (core/group.h).
+  // Inside a group, a call that fails here fails the group (init/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     const char* fn = "ncclCommWindowRegister";
     NCCLCHECK(acclCheckUsable(comm, fn));
@@ -105,7 +105,7 @@ NCCL_API_ALIAS(ncclCommWindowRegister)
 extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   ACCL_API_GUARD_BEGIN
   const auto use = accl::CommUse::ifLive(comm);
-  // Inside a group, a call that fails here fails the group (core/group.h).
+  // Inside a group, a call that fails here fails the group (init/group.h).
   return accl::groupFail([&]() -> ncclResult_t {
     const char* fn = "ncclCommWindowDeregister";
     NCCLCHECK(acclCheckUsable(comm, fn));

@@ -9,9 +9,9 @@
 #include "api/api.h"
 
 #include "api/init_common.h"
-#include "core/check.h"
+#include "base/check.h"
+#include "coll/dev_comm.h"
 #include "core/comm.h"
-#include "device/dev_comm.h"
 
 extern "C" ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   ACCL_API_GUARD_BEGIN

@@ -5,8 +5,8 @@
 
 #include <cstdio>
 
+#include "base/check.h"
 #include "coll/tuner.h"
-#include "core/check.h"
 
 namespace {
 

@@ -5,9 +5,10 @@
 // are implemented they move to their own files.
 #include "api/api.h"
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/version.h"
 
-#define ACCL_UNSUPPORTED(name) WARN("%s is not supported by ACCL %s yet (see docs/api-status.md)", #name, acclGetVersionString())
+#define ACCL_UNSUPPORTED(name) WARN("%s is not supported by ACCL %s yet (see docs/api-status.md)", #name, accl::versionString())
 
 // --- the device API (GPU-initiated communication) ---
 extern "C" ncclResult_t pncclDevCommCreate(ncclComm_t, ncclDevCommRequirements_t const*, ncclDevComm_t*) {

@@ -5,9 +5,11 @@
 #include <cstring>
 #include <string>
 
+#include "base/check.h"
+#include "base/param.h"
+#include "base/sha256.h"
+#include "base/wait.h"
 #include "bootstrap/root.h"
-#include "core/check.h"
-#include "core/sha256.h"
 
 namespace accl {
 namespace {

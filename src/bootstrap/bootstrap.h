@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/wait.h"
 #include "bootstrap/hello_gate.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/root.h"

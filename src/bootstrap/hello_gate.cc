@@ -8,7 +8,8 @@
 #include <cstring>
 #include <thread>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/wait.h"
 
 namespace accl {
 

@@ -16,8 +16,8 @@
 #include <set>
 #include <vector>
 
+#include "base/wait.h"
 #include "bootstrap/wire.h"
-#include "core/wait.h"
 #include "nccl.h"
 
 namespace accl {

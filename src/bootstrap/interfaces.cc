@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/param.h"
 
 namespace accl {
 

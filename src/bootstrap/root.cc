@@ -6,9 +6,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/check.h"
+#include "base/threads.h"
+#include "base/wait.h"
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/hello_gate.h"
-#include "core/check.h"
-#include "core/threads.h"
 
 namespace accl {
 namespace {

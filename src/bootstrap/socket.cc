@@ -13,7 +13,9 @@
 #include <cstring>
 #include <thread>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/param.h"
+#include "base/wait.h"
 
 namespace accl {
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string>
 
-#include "core/wait.h"
+#include "base/wait.h"
 #include "nccl.h"
 
 namespace accl {

@@ -6,9 +6,10 @@
 #include <cstddef>
 #include <cstring>
 
-#include "core/check.h"
-#include "core/debug.h"
-#include "core/sha256.h"
+#include "base/check.h"
+#include "base/debug.h"
+#include "base/sha256.h"
+#include "base/wait.h"
 
 namespace accl {
 

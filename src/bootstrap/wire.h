@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/wait.h"
 #include "bootstrap/socket.h"
 
 namespace accl {

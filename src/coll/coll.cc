@@ -1,31 +1,15 @@
 // Dispatch: the op's Reducer, the tuner's algorithm, the algorithm.
 #include "coll/coll.h"
 
+#include "base/check.h"
+#include "base/param.h"
+#include "coll/dev_comm.h"
 #include "coll/host_direct.h"
 #include "coll/tuner.h"
-#include "core/check.h"
 #include "core/comm.h"
 #include "core/redop.h"
 
 namespace accl {
-
-bool isP2p(CollKind k) { return k == CollKind::Send || k == CollKind::Recv; }
-
-const char* collName(CollKind k) {
-  switch (k) {
-    case CollKind::AllReduce: return "AllReduce";
-    case CollKind::Broadcast: return "Broadcast";
-    case CollKind::Reduce: return "Reduce";
-    case CollKind::AllGather: return "AllGather";
-    case CollKind::ReduceScatter: return "ReduceScatter";
-    case CollKind::Send: return "Send";
-    case CollKind::Recv: return "Recv";
-    case CollKind::AllToAll: return "AllToAll";
-    case CollKind::Gather: return "Gather";
-    case CollKind::Scatter: return "Scatter";
-  }
-  return "?";
-}
 
 void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Reducer& red) {
   red.prepare(out, in, count, esize);

@@ -9,14 +9,14 @@
 // event), as NCCL serialises a communicator's work. Graph capture skips that
 // (the graph's own order holds), and a replay continues from the counters the
 // previous kernel left in device memory.
-#include "device/dev_comm.h"
+#include "coll/dev_comm.h"
 
+#include "base/check.h"
+#include "base/threads.h"
 #include "coll/coll.h"
-#include "core/check.h"
 #include "core/comm.h"
 #include "core/mode.h"
-#include "core/peer_life.h"
-#include "core/threads.h"
+#include "transport/peer_life.h"
 
 #ifdef ACCL_HAVE_DEVICE_PATH
 #include <cuda_runtime.h>
@@ -29,12 +29,15 @@
 #include <cstring>
 #include <map>
 
+#include "base/param.h"
 #include "coll/dev_state.h"
 #include "coll/host_direct.h"
 #include "coll/permutation.h"
 #include "coll/rma.h"
 #include "coll/rma_dev.h"
 #include "device/dev_launch.h"
+#include "transport/connection.h"
+#include "transport/connections.h"
 
 namespace accl {
 
@@ -183,8 +186,6 @@ void devStopKernels(ncclComm* comm) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-int devChannelCount(const ncclComm* comm) { return comm->dev ? comm->dev->nChannels : 1; }
-
 ncclResult_t devSetup(ncclComm* comm) {
   DevStatePtr d(new DevState());
   // Channels: every rank's blocks must be resident at once (they wait for each
@@ -207,6 +208,7 @@ ncclResult_t devSetup(ncclComm* comm) {
     if (p.wantP2pChannels > 0) p2pWant = std::min(p2pWant, static_cast<int>(p.wantP2pChannels));
   }
   d->p2pChannels = std::max(1, std::min(p2pWant, d->nChannels / (2 * comm->nranks)));
+  comm->devChannels = d->nChannels;
   // Every rank must cut a staged call into the same chunks: the smallest any asks for.
   d->stageChunk = INT64_MAX;
   for (const PeerInfo& p : comm->peers) d->stageChunk = std::min(d->stageChunk, p.stageChunk);
@@ -1012,7 +1014,6 @@ ncclResult_t devSetup(ncclComm*) { return ncclInternalError; }
 void devStop(ncclComm*) {}
 void devStopWatch(ncclComm*) {}
 void devStopKernels(ncclComm*) {}
-int devChannelCount(const ncclComm*) { return 1; }
 bool devBuffer(const void*) { return false; }
 ncclResult_t devReadScalar(const CollArgs&, void*, bool* copied) {
   *copied = false;

@@ -15,6 +15,8 @@
 #include <map>
 #include <mutex>
 
+#include "base/check.h"
+#include "base/param.h"
 #include "coll/dev_state.h"
 #include "coll/host_direct.h"
 #include "coll/tuner.h"

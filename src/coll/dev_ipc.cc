@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/debug.h"
 #include "coll/dev_state.h"
 
 namespace accl {

@@ -43,12 +43,13 @@
 
 #include <sys/prctl.h>
 
+#include "base/errors.h"
+#include "base/threads.h"
+#include "base/wait.h"
 #include "coll/coll.h"
 #include "coll/dev_state.h"
-#include "device/dev_launch.h"
 #include "core/redop.h"
-#include "core/threads.h"
-#include "core/wait.h"
+#include "device/dev_launch.h"
 
 namespace accl {
 
@@ -267,7 +268,7 @@ void Stager::loop() {
     }
     if (r != ncclSuccess) {  // a later call or ncclCommGetAsyncError reports it; the kernel leaves all the same
       WARN("%s (%s, rank %d): the staged operation on device buffers failed on the proxy (%s)", job->opName,
-           comm_->name.c_str(), comm_->rank, pncclGetErrorString(r));
+           comm_->name.c_str(), comm_->rank, errorString(r));
       commSetError(comm_, r);
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the outputs before the flag
@@ -677,7 +678,7 @@ ncclResult_t devBeforeHostOp(ncclComm* comm) {
 #else  // built without the CUDA executor
 
 #include "coll/coll.h"
-#include "device/dev_comm.h"
+#include "coll/dev_comm.h"
 
 namespace accl {
 size_t devStagedChunk(const CollArgs& a) { return a.count; }
@@ -694,8 +695,10 @@ ncclResult_t devBeforeHostOp(ncclComm*) { return ncclSuccess; }
 // Host code either way (tests/cpp/unit_tests.cc checks it without a GPU).
 #include <algorithm>
 
+#include "base/check.h"
+#include "base/param.h"
 #include "coll/coll.h"
-#include "device/dev_comm.h"
+#include "coll/dev_comm.h"
 
 namespace accl {
 

@@ -13,11 +13,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "coll/dev_comm.h"
 #include "coll/dev_share.h"
 #include "core/comm.h"
-#include "device/dev_comm.h"
 #include "device/dev_types.h"
+#include "transport/connection.h"
 
 namespace accl {
 

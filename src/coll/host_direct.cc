@@ -8,11 +8,11 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "coll/cross_copy.h"
 #include "coll/host_direct_state.h"
 #include "coll/host_direct_wait.h"
 #include "coll/rma.h"
-#include "core/check.h"
 #include "core/comm.h"
 
 namespace accl {

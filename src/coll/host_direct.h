@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "coll/coll.h"
+#include "core/handles.h"
 #include "transport/host_share.h"
 
 struct ncclWindow_vidmem;
@@ -36,11 +37,6 @@ struct ncclWindow_vidmem;
 namespace accl {
 
 struct PeerInfo;
-class HostDirect;
-struct HostDirectDeleter {
-  void operator()(HostDirect* d) const;
-};
-using HostDirectPtr = std::unique_ptr<HostDirect, HostDirectDeleter>;
 
 // Communicator init, collective. Before the peers' allgather each rank fills
 // in what the others need to know (me->hostDirect, processKey, reachProbe).

@@ -12,14 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
+#include "base/fork_safe.h"
+#include "base/param.h"
+#include "base/wait.h"
+#include "bootstrap/bootstrap.h"
 #include "coll/cross_copy.h"
+#include "coll/host_direct.h"
 #include "coll/host_direct_state.h"
 #include "coll/rma.h"
 #include "coll/tuner.h"
-#include "core/check.h"
 #include "core/comm.h"
-#include "core/fork_safe.h"
-#include "core/wait.h"
 #include "transport/connection.h"
 
 namespace accl {

@@ -6,12 +6,12 @@
 #include <atomic>
 #include <optional>
 
+#include "base/debug.h"
+#include "base/wait.h"
 #include "coll/host_direct_state.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/peer_life.h"
 #include "core/self_wait.h"
-#include "core/wait.h"
+#include "transport/peer_life.h"
 
 namespace accl {
 

@@ -21,12 +21,16 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
+#include "base/wait.h"
 #include "coll/coll.h"
 #include "coll/cross_copy.h"
+#include "coll/dev_comm.h"
 #include "coll/p2p_reach.h"
 #include "coll/steps.h"
-#include "core/check.h"
 #include "core/comm.h"
+#include "transport/connection.h"
+#include "transport/connections.h"
 #include "transport/fifo_sleep.h"
 
 namespace accl {

@@ -6,9 +6,11 @@
 #include <tuple>
 #include <vector>
 
+#include "base/check.h"
+#include "base/param.h"
+#include "bootstrap/bootstrap.h"
 #include "coll/cross_copy.h"
 #include "coll/host_direct.h"
-#include "core/check.h"
 #include "core/comm.h"
 
 namespace accl {

@@ -2,7 +2,8 @@
 
 #include <cstring>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "transport/connection.h"
 
 namespace accl {
 

@@ -10,6 +10,7 @@
 
 #include "coll/steps.h"
 #include "device/host_reduce.h"
+#include "transport/connection.h"
 
 namespace accl {
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "coll/coll.h"
 #include "coll/primitives.h"
-#include "core/check.h"
 #include "core/comm.h"
 
 namespace accl {

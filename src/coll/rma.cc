@@ -9,16 +9,20 @@
 #include <set>
 #include <thread>
 
+#include "base/check.h"
+#include "base/fork_safe.h"
+#include "base/threads.h"
+#include "base/wait.h"
+#include "bootstrap/bootstrap.h"
+#include "coll/dev_comm.h"
 #include "coll/host_direct.h"
 #include "coll/rma_dev.h"
 #include "coll/steps.h"
-#include "core/check.h"
 #include "core/comm.h"
-#include "core/fork_safe.h"
-#include "core/peer_life.h"
-#include "core/threads.h"
-#include "device/dev_comm.h"
+#include "transport/connection.h"
+#include "transport/connections.h"
 #include "transport/fifo_sleep.h"
+#include "transport/peer_life.h"
 
 namespace accl {
 namespace {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/handles.h"
 #include "nccl.h"
 
 struct ncclComm;
@@ -50,12 +51,7 @@ namespace accl {
 
 constexpr uint64_t kWindowMagic = 0x776f646e69772d61ull;  // "a-window"
 
-class Rma;
 class RmaDev;
-struct RmaDeleter {
-  void operator()(Rma* r) const;
-};
-using RmaPtr = std::unique_ptr<Rma, RmaDeleter>;
 
 // Collective: every rank registers its buffer; the first registration also
 // connects every pair of ranks and starts the receiver thread.

@@ -8,6 +8,9 @@
 #include <mutex>
 #include <string>
 
+#include "base/check.h"
+#include "bootstrap/bootstrap.h"
+#include "coll/dev_comm.h"
 #include "coll/dev_ipc.h"
 #include "coll/dev_state.h"
 #include "coll/host_direct.h"

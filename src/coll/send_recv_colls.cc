@@ -4,10 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/check.h"
 #include "coll/coll.h"
-#include "core/check.h"
+#include "base/check.h"
 #include "core/comm.h"
-#include "device/dev_comm.h"
+#include "coll/dev_comm.h"
 
 namespace accl {
 namespace {
@@ -48,8 +49,6 @@ CollArgs sendRecv(const CollArgs& a, CollKind kind, int peer, const void* send, 
 }
 
 }  // namespace
-
-bool runsAsSendRecv(CollKind k) { return k == CollKind::AllToAll || k == CollKind::Gather || k == CollKind::Scatter; }
 
 ncclResult_t asSendRecv(const CollArgs& a, std::vector<CollArgs>* ops) {
   ncclComm* comm = a.comm;

@@ -6,11 +6,14 @@
 #include <chrono>
 #include <cstdio>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/param.h"
+#include "base/wait.h"
 #include "core/comm.h"
-#include "core/peer_life.h"
 #include "core/self_wait.h"
+#include "transport/connection.h"
 #include "transport/fifo_sleep.h"
+#include "transport/peer_life.h"
 
 namespace accl {
 namespace {

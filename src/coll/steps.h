@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/wait.h"
+#include "base/wait.h"
 #include "transport/connection.h"
 
 struct ncclComm;

@@ -1,7 +1,9 @@
 #include "coll/tree.h"
 
-#include "core/check.h"
+#include "base/check.h"
 #include "core/comm.h"
+#include "transport/connection.h"
+#include "transport/connections.h"
 
 namespace accl {
 namespace {

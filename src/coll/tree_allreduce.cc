@@ -11,11 +11,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "coll/coll.h"
 #include "coll/steps.h"
 #include "coll/tree.h"
-#include "core/check.h"
 #include "core/comm.h"
+#include "transport/connection.h"
 
 namespace accl {
 namespace {

@@ -7,7 +7,8 @@
 #include <set>
 #include <vector>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/param.h"
 #include "core/comm.h"
 
 namespace accl {

@@ -9,32 +9,9 @@
 #include <string>
 
 #include "coll/coll.h"
+#include "core/ops.h"
 
 namespace accl {
-
-// The algorithms NCCL_ALGO may enable, per collective (NCCL's token names).
-struct AlgoMask {
-  bool ring[7] = {true, true, true, true, true, true, true};  // indexed by CollKind
-  bool tree[7] = {true, true, true, true, true, true, true};
-
-  // Whether `k` has an algorithm left (ACCL's tree is allreduce's alone).
-  bool allowsAny(CollKind k) const {
-    const int c = static_cast<int>(k);
-    return ring[c] || (k == CollKind::AllReduce && tree[c]);
-  }
-  // As bits (ring: bit c, tree: bit 8 + c), for the ranks to compare at init.
-  uint32_t bits() const {
-    uint32_t b = 0;
-    for (int c = 0; c < 7; ++c) b |= (ring[c] ? 1u << c : 0u) | (tree[c] ? 1u << (8 + c) : 0u);
-    return b;
-  }
-  void setBits(uint32_t b) {
-    for (int c = 0; c < 7; ++c) {
-      ring[c] = (b >> c & 1) != 0;
-      tree[c] = (b >> (8 + c) & 1) != 0;
-    }
-  }
-};
 
 // Parses NCCL_ALGO / NCCL_PROTO with NCCL's syntax ("ring,tree", "^tree",
 // "allreduce:tree;broadcast:ring"). false + *error for an unknown token.

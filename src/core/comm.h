@@ -20,14 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "coll/tuner.h"
 #include "core/config.h"
-#include "device/dev_comm.h"
+#include "core/handles.h"
+#include "core/ops.h"
 #include "device/host_reduce.h"
-#include "coll/host_direct.h"
-#include "coll/rma.h"
-#include "transport/connection.h"
 
 namespace accl {
 
@@ -111,6 +107,7 @@ struct ncclComm {
   int rank = -1, nranks = 0, cudaDev = -1;
   int nvmlDev = -1;  // device mode: cudaDev's place in PCI order, NVML's (-1: not known)
   bool deviceMode = false;
+  int devChannels = 1;  // device mode: channels of every device connector (all ranks agree at setup)
   accl::CommConfig config;
   uint64_t commHash = 0;  // unique per communicator; names shared-memory segments
   std::string name;       // config commName or "comm <hash>"
@@ -142,9 +139,13 @@ struct ncclComm {
   // returns), kInitFailed (the job is freeing what it could not finish).
   std::atomic<int> initOwner{0};
 
-  // Made with the communicator, never replaced: an abort on another thread may
-  // shut it down while the init still sets it up (Bootstrap::shutdownAll).
-  const std::unique_ptr<accl::Bootstrap> bootstrap{new accl::Bootstrap()};
+  // Made with the communicator (init/comm_alloc.h), never replaced: an abort
+  // on another thread may shut it down while the init still sets it up
+  // (Bootstrap::shutdownAll).
+  accl::BootstrapPtr bootstrap;
+  // What commSetError stops in the layers above core (the connections, the
+  // direct collectives' slots, waiting kernels), set with the communicator.
+  void (*stopLayers)(ncclComm* comm) = nullptr;
   std::vector<accl::PeerInfo> peers;
   accl::Ring ring;
   accl::Tree trees[2];
@@ -176,7 +177,7 @@ struct ncclComm {
   // This rank's "stopped" word in the host direct collectives' slots
   // (coll/host_direct.h), once they exist: abort and errors raise it from any thread.
   std::atomic<std::atomic<int32_t>*> directStopWord{nullptr};
-  // Ranks of this host in other PID namespaces (core/peer_life.h): the lock
+  // Ranks of this host in other PID namespaces (transport/peer_life.h): the lock
   // this rank holds while it lives, and the peers' files, by rank (-1: not watched).
   int lifeOwnFd = -1;
   std::vector<int> lifeFds;
@@ -237,43 +238,6 @@ inline void commNoteFailedRank(ncclComm* comm, int rank) {
 // up (a WARN says so): the communicator's error if it failed, else
 // ncclInvalidUsage (ncclCommAbort).
 ncclResult_t commAbortedResult(ncclComm* comm, const char* op);
-// Full init of an allocated comm (bootstrap, peer exchange, transports).
-ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int rank);
-// Abort: flag, wake, wait for in-flight calls, free.
-void commFree(ncclComm* comm);
-// Waits until every send connection has put its data on the wire (sockets).
-ncclResult_t commDrain(ncclComm* comm);
-// Every connection of the communicator (ring, trees, point-to-point).
-template <typename Fn>
-void forEachConnection(ncclComm* comm, Fn fn) {
-  // The list is taken under connMu and walked without it: fn may wait (drain)
-  // for a proxy thread that itself reports an error through commSetError.
-  // Connections are freed only by commFree (commTakeConnections), which waits
-  // for walks that took them to end: a proxy that fails while the others'
-  // connections are destroyed may still be walking them.
-  std::vector<Connection*> all;
-  {
-    std::lock_guard<std::recursive_mutex> lock(comm->connMu);
-    comm->connWalkers.fetch_add(1);
-    if (comm->ring.send) all.push_back(comm->ring.send.get());
-    if (comm->ring.recv) all.push_back(comm->ring.recv.get());
-    for (auto& kv : comm->sendConns) all.push_back(kv.second.get());
-    for (auto& kv : comm->recvConns) all.push_back(kv.second.get());
-  }
-  for (Connection* c : all) fn(c);
-  comm->connWalkers.fetch_sub(1);
-}
-// Takes every connection out of the communicator (later walks find none) into
-// *taken once no walk that found them is still under way; their destructors
-// (which join proxy threads that may walk) run outside connMu. False (and
-// nothing taken: the connections and the communicator must stay) when a walk
-// is still under way after 10 s.
-bool commTakeConnections(ncclComm* comm, std::vector<ConnPtr>* taken);
-// The cached connections to/from `peers` for `tag`, making those that are missing
-// (pairwise with each peer, which must ask for its side at the same time).
-ncclResult_t getConnections(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
-                            int tag, std::vector<Connection*>* sends, std::vector<Connection*>* recvs);
-
 // This host as the ranks tell hosts apart: NCCL_HOSTID, else the hostname,
 // the boot id and the /dev/shm it sees (containers with a private /dev/shm
 // share no memory segments, so they are hosts of their own).

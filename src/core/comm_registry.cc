@@ -22,9 +22,9 @@
 #include <mutex>
 #include <set>
 
+#include "base/debug.h"
+#include "base/fork_safe.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/fork_safe.h"
 
 namespace accl {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "core/check.h"
+#include "base/check.h"
 
 namespace accl {
 namespace {

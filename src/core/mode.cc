@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/param.h"
+#include "base/param.h"
 
 #ifdef ACCL_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -36,9 +36,6 @@ const int probeAtFork = pthread_atfork(nullptr, nullptr, [] {
   if (probing.load() && !result.load()) result.store(forkedInProbe);
 });
 
-#ifdef ACCL_HAVE_CUDA
-// The runtime reports a missing driver as one too old ("CUDA driver version
-// is insufficient"): say which it is.
 bool driverLoads() {
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (!h) return false;
@@ -46,6 +43,9 @@ bool driverLoads() {
   return true;
 }
 
+#ifdef ACCL_HAVE_CUDA
+// The runtime reports a missing driver as one too old ("CUDA driver version
+// is insufficient"): say which it is.
 std::string noDeviceReason(cudaError_t err) {
   if (err == cudaErrorInsufficientDriver && !driverLoads()) return "host: no NVIDIA driver found (no libcuda.so.1)";
   if (err == cudaErrorInsufficientDriver)
@@ -84,7 +84,8 @@ void probe(const char* mode, ModeInfo& info) {
 #endif
 #else
   (void)mode;
-  info.reason = "host: built without CUDA (ACCL_CUDA=OFF, no nvcc, or no NVIDIA driver where it was built)";
+  info.reason = driverLoads() ? "host: built without CUDA, though an NVIDIA driver is here (ACCL_CUDA=ON builds it)"
+                              : "host: no NVIDIA driver found (no libcuda.so.1), and built without CUDA";
 #endif
 }
 

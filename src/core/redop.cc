@@ -1,12 +1,13 @@
+#include "base/version.h"
 #include "core/redop.h"
 
 #include <atomic>
 #include <cstring>
 
-#include "accl.h"
-#include "core/check.h"
+#include "base/check.h"
 #include "core/comm.h"
 #include "device/lowp_scalar.h"
+#include "accl.h"
 
 namespace accl {
 namespace {
@@ -82,7 +83,7 @@ ncclResult_t resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, cons
   out->kind = kind;
   if (!hostKernels(type, kind, &out->k)) {
     WARN("%s: %s with %s is not supported by ACCL %s yet (see docs/api-status.md)", fn, opName(comm, op),
-         typeName(type), acclGetVersionString());
+         typeName(type), versionString());
     return ncclInvalidUsage;
   }
   return ncclSuccess;

@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "core/param.h"
-#include "core/threads.h"
+#include "base/param.h"
+#include "base/threads.h"
 
 namespace accl {
 namespace {

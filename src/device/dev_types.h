@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transport/fifo.h"
+#include "device/fifo_slots.h"
 
 namespace accl {
 

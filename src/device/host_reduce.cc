@@ -4,8 +4,8 @@
 #include <initializer_list>
 #include <string>
 
-#include "core/debug.h"
-#include "core/param.h"
+#include "base/debug.h"
+#include "base/param.h"
 #include "device/host_kernels.h"
 
 namespace accl {

@@ -1,22 +1,30 @@
 // Pairwise connection set-up. For each connection the receiver chooses the
-// transport (shared memory on one host, else the socket itself) and tells the
-// sender over a set-up socket:
+// transport (transport/transport.h: the first in kTransports that can
+// connect the pair) and tells the sender over a set-up socket:
 //   1. every sender connects to its receiver's listener (never blocks on the peer:
 //      the listener's backlog queues it);
-//   2. every receiver accepts each sender, creates its shm FIFO if it is local,
-//      and answers 'S' (shm), 'I' (a device connector: CUDA IPC, transport/ipc.cc)
-//      or 'N' (this socket carries the data);
-//   3. every sender reads the answer, maps the shm FIFO and acknowledges;
-//   4. every receiver reads the acknowledgement and unlinks the shm name, so
-//      nothing is left in /dev/shm even if a process dies later.
+//   2. every receiver accepts each sender, makes its side of the transport
+//      (a shared-memory FIFO, a device connector, or the socket itself) and
+//      answers with the transport's code;
+//   3. every sender reads the answer, makes its side and acknowledges (or
+//      keeps the socket, where it carries the data);
+//   4. every receiver reads the acknowledgement and drops what only the set-up
+//      needed (the shared-memory name), so nothing is left in /dev/shm even if
+//      a process dies later.
 // Each phase waits only for phases before it on other ranks, so no order of
 // peers can deadlock.
 #include <unistd.h>
 
+#include "base/check.h"
+#include "base/errors.h"
+#include "base/param.h"
+#include "base/wait.h"
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"
-#include "core/check.h"
 #include "core/comm.h"
 #include "core/self_wait.h"
+#include "transport/connection.h"
+#include "transport/transport.h"
 
 namespace accl {
 
@@ -62,6 +70,7 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
   sends->resize(sendTo.size());
   recvs->resize(recvFrom.size());
   std::vector<FdGuard> sendFds(sendTo.size()), recvFds(recvFrom.size());
+  std::vector<const Transport*> recvBy(recvFrom.size());
 
   for (size_t i = 0; i < sendTo.size(); ++i) {  // 1
     int fd;
@@ -76,40 +85,40 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
     at->step = "accepting its connection and answering it";
     NCCLCHECK(bs.acceptPeer(peer, Purpose::Data, tag, &fd, &dl));
     recvFds[i].reset(fd);
-    char kind = 'N';
-    if (tag >= kTagDevice) {  // a device connector (same host: dev_coll.cc checked)
-      NCCLCHECK(ipcCreateRecv(comm, peer, tag, &(*recvs)[i]));
-      kind = 'I';
-    } else if (shmUsable(comm, peer)) {
-      NCCLCHECK(shmCreateRecv(comm, peer, tag, &(*recvs)[i]));
-      kind = 'S';
-    }
-    NCCLCHECK(socketSend(fd, &kind, 1, dl));
-    if (kind == 'N') NCCLCHECK(netFromSocket(comm, recvFds[i].release(), false, peer, &(*recvs)[i]));
+    const Transport* t = nullptr;
+    for (const Transport* c : kTransports)
+      if (!t && c->canConnect(comm, peer, tag)) t = c;
+    int keep = recvFds[i].release();  // a transport that carries its data on the socket takes it
+    const ncclResult_t r = t->recvSide(comm, peer, tag, &keep, dl, &(*recvs)[i]);
+    recvFds[i].reset(keep);
+    NCCLCHECK(r);
+    recvBy[i] = t;
   }
   for (size_t i = 0; i < sendTo.size(); ++i) {  // 3
-    int fd = sendFds[i].get(), peer = sendTo[i];
-    char kind = 0;
+    const int peer = sendTo[i];
+    char code = 0;
     at->peer = peer;
     at->step = "reading its answer and opening the connection";
-    NCCLCHECK(socketRecv(fd, &kind, 1, dl));
-    if (kind == 'S' || kind == 'I') {
-      NCCLCHECK(kind == 'S' ? shmOpenSend(comm, peer, tag, &(*sends)[i]) : ipcOpenSend(comm, peer, tag, &(*sends)[i]));
-      NCCLCHECK(socketSend(fd, &kind, 1, dl));
-    } else if (kind == 'N') {
-      NCCLCHECK(netFromSocket(comm, sendFds[i].release(), true, peer, &(*sends)[i]));
-    } else {
-      WARN("rank %d: connection set-up with rank %d got an invalid answer (%d)", comm->rank, peer, kind);
+    NCCLCHECK(socketRecv(sendFds[i].get(), &code, 1, dl));
+    const Transport* t = nullptr;
+    for (const Transport* c : kTransports)
+      if (c->code == code) t = c;
+    if (!t) {
+      WARN("rank %d: connection set-up with rank %d got an invalid answer (%d)", comm->rank, peer, code);
       return ncclInternalError;
     }
+    int keep = sendFds[i].release();
+    const ncclResult_t r = t->sendSide(comm, peer, tag, &keep, dl, &(*sends)[i]);
+    sendFds[i].reset(keep);
+    NCCLCHECK(r);
   }
   for (size_t i = 0; i < recvFrom.size(); ++i) {  // 4
-    if (recvFds[i].get() < 0) continue;  // a socket connection: nothing to unlink
+    if (recvFds[i].get() < 0) continue;  // the socket carries the data: nothing to acknowledge
     char ack = 0;
     at->peer = recvFrom[i];
     at->step = "reading its acknowledgement";
     NCCLCHECK(socketRecv(recvFds[i].get(), &ack, 1, dl));
-    shmUnlinkRecv((*recvs)[i].get());
+    if (recvBy[i]->setUpDone) recvBy[i]->setUpDone((*recvs)[i].get());
   }
   for (auto& s : *sends) INFO(kInit, "rank %d -> rank %d via %s (tag %d)", comm->rank, s->peer, s->kind, tag);
   return ncclSuccess;
@@ -125,7 +134,7 @@ ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const 
   // Name the peer and the step (a socket that closed says nothing itself),
   // and fail the communicator: its calls cannot pair up without this connection.
   if (!at.inVain) WARN("%s rank %d: setting up a connection (tag %d) with rank %d failed while %s: %s (did rank %d fail, exit or "
-       "call another operation?)", comm->name.c_str(), comm->rank, tag, at.peer, at.step, ncclGetErrorString(r),
+       "call another operation?)", comm->name.c_str(), comm->rank, tag, at.peer, at.step, errorString(r),
        at.peer);
   if (r == ncclRemoteError && at.peer >= 0) commNoteFailedRank(comm, at.peer);  // the peer is gone: the others learn who
   commSetError(comm, r);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/handles.h"
+#include "device/dev_types.h"
 #include "transport/fifo.h"
 #include "transport/fifo_sleep.h"
 #include "nccl.h"
@@ -54,7 +56,6 @@ class Connection {
   const char* from[kSlots] = {};  // a sender's: where each posted slot's payload is (nullptr: the slot)
 };
 
-using ConnPtr = std::unique_ptr<Connection>;
 
 // Connects this rank to its peers: one send Connection to each of sendTo and
 // one recv Connection from each of recvFrom, for connection `tag`. Pairwise:
@@ -64,11 +65,6 @@ using ConnPtr = std::unique_ptr<Connection>;
 ncclResult_t connectPeers(ncclComm* comm, const std::vector<int>& sendTo, const std::vector<int>& recvFrom,
                           int tag, std::vector<ConnPtr>* sends, std::vector<ConnPtr>* recvs);
 
-// Transports (transport/shm.cc, transport/net.cc).
-bool shmUsable(ncclComm* comm, int peer);
-ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
-ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
-void shmUnlinkRecv(Connection* recv);  // any connection: unlinks its shm name if it has one
 // Shared-memory segments (shm.cc), named per (comm, sender, receiver, tag).
 std::string shmSegmentName(const ncclComm* comm, int sender, int receiver, int tag);
 // `what` names the segment's use in a WARN ("its FIFO from rank 3").
@@ -77,14 +73,9 @@ ncclResult_t shmSegmentCreate(ncclComm* comm, const std::string& what, const std
 ncclResult_t shmSegmentOpen(ncclComm* comm, const std::string& what, const std::string& name, size_t bytes,
                             void** map);
 // Device connectors (ipc.cc; tags >= kTagDevice): GPU slots through CUDA IPC,
-// control blocks in shared memory. Without CUDA these fail with ncclInternalError.
-ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out);
-ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out);
-void ipcUnlinkRecv(Connection* recv);
+// control blocks in shared memory. Without CUDA they cannot be made.
 struct DevChan;
 DevChan* ipcChannels(Connection* c);  // the connection's per-channel table in device memory (NULL: not a device connector)
-// Takes ownership of a connected, authenticated socket.
-ncclResult_t netFromSocket(ncclComm* comm, int fd, bool isSend, int peer, ConnPtr* out);
 
 // This rank's FIFO slot size (NCCL_BUFFSIZE / ACCL_CHUNKSIZE). Connections use
 // ncclComm::slotBytes, the smallest of every rank's, agreed at init.

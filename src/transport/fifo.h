@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <new>
 
-namespace accl {
+#include "device/fifo_slots.h"
 
-constexpr int kSlots = 8;
+namespace accl {
 
 // A large send between ranks of one host may post, instead of its data, one
 // frame that says where the data is (coll/p2p.cc, "Pulled sends"): its size

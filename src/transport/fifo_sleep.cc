@@ -46,7 +46,7 @@ timespec after(int ms) {
 std::atomic<bool> noWaitv{false};  // futex_waitv is missing or refused (seccomp): nap instead
 
 void nap() {
-  timespec t{0, 100000};  // 100 us, as core/wait.h's Backoff
+  timespec t{0, 100000};  // 100 us, as base/wait.h's Backoff
   nanosleep(&t, nullptr);
 }
 

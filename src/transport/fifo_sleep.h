@@ -1,5 +1,5 @@
 // Sleeping until FIFO counters move. Threads that wait for a peer spin, then
-// yield, then nap (core/wait.h's Backoff). A thread that may idle for long (the
+// yield, then nap (base/wait.h's Backoff). A thread that may idle for long (the
 // one-sided receiver, the socket proxies) sleeps in the kernel instead, on the
 // low 32 bits of the counters it waits for (a futex, shared between processes
 // like the FIFO), and whoever advances a counter wakes the sleepers. With no

@@ -13,8 +13,8 @@
 #include <map>
 #include <mutex>
 
-#include "core/debug.h"
-#include "core/fork_safe.h"
+#include "base/debug.h"
+#include "base/fork_safe.h"
 
 namespace accl {
 namespace {

@@ -16,9 +16,12 @@
 #include <cstring>
 #include <new>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "bootstrap/socket.h"
 #include "core/comm.h"
 #include "device/dev_types.h"
+#include "transport/connection.h"
+#include "transport/transport.h"
 
 namespace accl {
 namespace {
@@ -54,7 +57,7 @@ bool cudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
 class IpcConnection : public Connection {
  public:
   IpcConnection(ncclComm* comm, int peerRank, bool send)
-      : nChannels_(devChannelCount(comm)), crossGpu_(comm->peers[peerRank].devKey != comm->peers[comm->rank].devKey) {
+      : nChannels_(comm->devChannels), crossGpu_(comm->peers[peerRank].devKey != comm->peers[comm->rank].devKey) {
     isSend = send;
     peer = peerRank;
     kind = "cuda-ipc";
@@ -143,7 +146,7 @@ class IpcConnection : public Connection {
 
 }  // namespace
 
-ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
+static ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   auto c = std::make_unique<IpcConnection>(comm, peer, false);
   c->slotBytes_ = comm->slotBytes;
   c->name_ = shmSegmentName(comm, peer, comm->rank, tag);
@@ -177,7 +180,7 @@ ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   return ncclSuccess;
 }
 
-ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
+static ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   auto c = std::make_unique<IpcConnection>(comm, peer, true);
   NCCLCHECK(shmSegmentOpen(comm, "the device FIFO to rank " + std::to_string(peer), shmSegmentName(comm, comm->rank, peer, tag),
                          c->bytes_, &c->map_));
@@ -214,7 +217,7 @@ ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   return ncclSuccess;
 }
 
-void ipcUnlinkRecv(Connection* recv) {
+static void ipcUnlinkRecv(Connection* recv) {
   auto* c = dynamic_cast<IpcConnection*>(recv);
   if (c && !c->name_.empty()) {
     shm_unlink(c->name_.c_str());
@@ -231,18 +234,44 @@ DevChan* ipcChannels(Connection* conn) {
 
 #else  // no CUDA executor: device connectors cannot exist
 
-#include "core/check.h"
+#include "base/check.h"
+#include "bootstrap/socket.h"
 #include "core/comm.h"
+#include "transport/connection.h"
+#include "transport/transport.h"
 
 namespace accl {
 
-ncclResult_t ipcCreateRecv(ncclComm* comm, int, int, ConnPtr*) {
+static ncclResult_t ipcCreateRecv(ncclComm* comm, int, int, ConnPtr*) {
   WARN("%s: device connectors need a CUDA build of ACCL", comm->name.c_str());
   return ncclInternalError;
 }
-ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) { return ipcCreateRecv(comm, peer, tag, out); }
-void ipcUnlinkRecv(Connection*) {}
+static ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) { return ipcCreateRecv(comm, peer, tag, out); }
+static void ipcUnlinkRecv(Connection*) {}
 DevChan* ipcChannels(Connection*) { return nullptr; }
 
 }  // namespace accl
-#endif
+#endif  // ACCL_HAVE_DEVICE_PATH
+
+// The table entry, over either variant above.
+namespace accl {
+
+namespace {
+
+bool ipcCanConnect(const ncclComm*, int, int tag) { return tag >= kTagDevice; }  // one host: coll/dev_coll.cc checked
+
+ncclResult_t ipcRecvSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
+  NCCLCHECK(ipcCreateRecv(comm, peer, tag, out));
+  return socketSend(*fd, &kIpcTransport.code, 1, dl);
+}
+
+ncclResult_t ipcSendSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
+  NCCLCHECK(ipcOpenSend(comm, peer, tag, out));
+  return socketSend(*fd, &kIpcTransport.code, 1, dl);
+}
+
+}  // namespace
+
+const Transport kIpcTransport = {"ipc", 'I', ipcCanConnect, ipcRecvSide, ipcSendSide, ipcUnlinkRecv};
+
+}  // namespace accl

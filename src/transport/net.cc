@@ -16,11 +16,14 @@
 #include <mutex>
 #include <thread>
 
+#include "base/check.h"
+#include "base/threads.h"
+#include "base/wait.h"
 #include "bootstrap/socket.h"
-#include "core/check.h"
 #include "core/comm.h"
-#include "core/threads.h"
+#include "transport/connection.h"
 #include "transport/fifo_sleep.h"
+#include "transport/transport.h"
 
 namespace accl {
 namespace {
@@ -402,11 +405,30 @@ class NetConnection : public Connection {
 
 }  // namespace
 
-ncclResult_t netFromSocket(ncclComm* comm, int fd, bool isSend, int peer, ConnPtr* out) {
-  auto c = std::make_unique<NetConnection>(comm, fd, isSend, peer);
+namespace {
+
+// Takes ownership of a connected, authenticated socket.
+ncclResult_t netFromSocket(ncclComm* comm, int* fd, bool isSend, int peer, ConnPtr* out) {
+  auto c = std::make_unique<NetConnection>(comm, *fd, isSend, peer);
+  *fd = -1;
   NCCLCHECK(c->start());
   *out = std::move(c);
   return ncclSuccess;
 }
+
+bool netCanConnect(const ncclComm*, int, int tag) { return tag < kTagDevice; }
+
+ncclResult_t netRecvSide(ncclComm* comm, int peer, int, int* fd, const Deadline& dl, ConnPtr* out) {
+  NCCLCHECK(socketSend(*fd, &kNetTransport.code, 1, dl));  // before the socket carries frames
+  return netFromSocket(comm, fd, false, peer, out);
+}
+
+ncclResult_t netSendSide(ncclComm* comm, int peer, int, int* fd, const Deadline&, ConnPtr* out) {
+  return netFromSocket(comm, fd, true, peer, out);
+}
+
+}  // namespace
+
+const Transport kNetTransport = {"net", 'N', netCanConnect, netRecvSide, netSendSide, nullptr};
 
 }  // namespace accl

@@ -11,8 +11,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/check.h"
+#include "base/check.h"
+#include "base/param.h"
+#include "bootstrap/socket.h"
 #include "core/comm.h"
+#include "transport/connection.h"
+#include "transport/transport.h"
 
 namespace accl {
 namespace {
@@ -56,7 +60,7 @@ std::string shmSpace() {
 
 }  // namespace
 
-bool shmUsable(ncclComm* comm, int peer) {
+static bool shmUsable(const ncclComm* comm, int peer) {
   return !paramInt(Param::ShmDisable) && comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash;
 }
 
@@ -119,6 +123,8 @@ ncclResult_t shmSegmentOpen(ncclComm* comm, const std::string& what, const std::
   return ncclSuccess;
 }
 
+namespace {
+
 ncclResult_t shmCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   auto c = std::make_unique<ShmConnection>();
   c->isSend = false;
@@ -153,9 +159,28 @@ ncclResult_t shmOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) {
   return ncclSuccess;
 }
 
+}  // namespace
+
+namespace {
+
+bool shmCanConnect(const ncclComm* comm, int peer, int tag) { return tag < kTagDevice && shmUsable(comm, peer); }
+
+ncclResult_t shmRecvSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
+  NCCLCHECK(shmCreateRecv(comm, peer, tag, out));
+  return socketSend(*fd, &kShmTransport.code, 1, dl);  // the segment exists: the sender may map it
+}
+
+ncclResult_t shmSendSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
+  NCCLCHECK(shmOpenSend(comm, peer, tag, out));
+  return socketSend(*fd, &kShmTransport.code, 1, dl);  // mapped: the receiver may unlink the name
+}
+
 void shmUnlinkRecv(Connection* recv) {
   if (auto* s = dynamic_cast<ShmConnection*>(recv)) s->unlink();
-  ipcUnlinkRecv(recv);
 }
+
+}  // namespace
+
+const Transport kShmTransport = {"shm", 'S', shmCanConnect, shmRecvSide, shmSendSide, shmUnlinkRecv};
 
 }  // namespace accl

@@ -32,16 +32,15 @@
 #include <unistd.h>
 
 #include "api/device_api_abi.h"
+#include "base/debug.h"
+#include "base/param.h"
+#include "base/sha256.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/hello_gate.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
-#include "core/config.h"
-#include "core/debug.h"
-#include "core/mode.h"
-#include "core/param.h"
-#include "core/sha256.h"
+#include "coll/dev_comm.h"
 #include "coll/host_direct_state.h"
 #include "coll/host_direct_wait.h"
 #include "coll/permutation.h"
@@ -49,12 +48,14 @@
 #include "coll/tree.h"
 #include "coll/tuner.h"
 #include "core/comm.h"
-#include "device/dev_comm.h"
-#include "transport/connection.h"
+#include "core/config.h"
+#include "core/mode.h"
+#include "device/host_kernels.h"
 #include "device/host_reduce.h"
 #include "device/lowp.h"
 #include "device/lowp_vec.h"
-#include "device/host_kernels.h"
+#include "transport/connection.h"
+#include "transport/connections.h"
 
 namespace {
 

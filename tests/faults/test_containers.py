@@ -127,7 +127,7 @@ def test_rank_with_a_private_dev_shm_is_another_host(mount_ns, c_program, comm_i
 @pytest.mark.parametrize("count", [1 << 20, 1000], ids=["ring", "inline"])
 def test_killed_rank_in_another_pid_namespace_is_found(pid_ns, c_program, comm_id, tmp_path, count):
     # No pid to check: the record lock rank 1 holds on a file in /dev/shm
-    # (core/peer_life.h) goes when it dies, and rank 0 fails within seconds
+    # (transport/peer_life.h) goes when it dies, and rank 0 fails within seconds
     # (not at ACCL_TIMEOUT), naming it, waiting on the ring's shm connection or
     # in an inline direct call (which has no connection; it waited out
     # ACCL_TIMEOUT before the locks).

@@ -10,7 +10,7 @@ namespace accl {
 
 enum class Param : int {
 #define X(id, env, kind, dflt, doc) id,
-#include "core/params.def"
+#include "base/params.def"
 #undef X
   Count
 };

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/handles.h"
 #include "device/dev_types.h"
 #include "nccl.h"
 
@@ -17,11 +18,6 @@ namespace accl {
 
 struct CollArgs;
 struct PeerInfo;
-struct DevState;
-struct DevStateDeleter {
-  void operator()(DevState* d) const;
-};
-using DevStatePtr = std::unique_ptr<DevState, DevStateDeleter>;
 
 // The device a new communicator gets: `requested` >= 0 (ncclCommInitAll's
 // devlist), else the calling thread's current device, as NCCL. -1 in host mode.
@@ -30,8 +26,6 @@ int devChoose(int requested);
 ncclResult_t devProbe(ncclComm* comm, PeerInfo* me);
 // After it: channels, the status word, the ring's device connectors.
 ncclResult_t devSetup(ncclComm* comm);
-// Channels of the communicator's device connectors (agreed by all ranks at setup).
-int devChannelCount(const ncclComm* comm);
 // Device (or managed) memory: the call runs as a kernel. Host memory: on the host executor.
 bool devBuffer(const void* p);
 // PreMulSum's scalar of a host-buffer call, where ncclScalarDevice put it in

@@ -1,4 +1,4 @@
-#include "core/workers.h"
+#include "base/workers.h"
 
 #include <pthread.h>
 
@@ -9,8 +9,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/check.h"
-#include "core/threads.h"
+#include "base/check.h"
+#include "base/threads.h"
 
 namespace accl {
 namespace {
@@ -69,7 +69,7 @@ class Pool {
 // Never destroyed (threads may outlive static destructors). A forked child has
 // none of the parent's threads, and its copy of the pool may be locked: it
 // starts a new one. The handler registers while the library loads (see
-// core/fork_safe.h for why never later).
+// base/fork_safe.h for why never later).
 std::atomic<Pool*> pool{nullptr};
 const int poolRenewedAtFork = pthread_atfork(nullptr, nullptr, [] {
   if (pool.load()) pool.store(new Pool());

@@ -3,8 +3,8 @@
 // (a poor man's backtrace, visible with NCCL_DEBUG=INFO).
 #pragma once
 
+#include "base/debug.h"
 #include "nccl.h"
-#include "core/debug.h"
 
 #define NCCLCHECK(call)                                                             \
   do {                                                                              \

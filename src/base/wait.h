@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "core/param.h"
+#include "base/param.h"
 
 namespace accl {
 

@@ -1,4 +1,4 @@
-#include "core/split.h"
+#include "init/split.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,12 +6,16 @@
 
 #include <unistd.h>
 
+#include "base/check.h"
+#include "base/wait.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
+#include "coll/dev_comm.h"
 #include "coll/host_direct.h"
-#include "core/check.h"
-#include "core/wait.h"
+#include "init/lifecycle.h"
+#include "transport/connection.h"
+#include "transport/connections.h"
 
 namespace accl {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/param.h"
+#include "base/param.h"
 
 #include <cctype>
 #include <cstdlib>
@@ -7,8 +7,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/debug.h"
-#include "core/fork_safe.h"
+#include "base/debug.h"
+#include "base/fork_safe.h"
 
 namespace accl {
 namespace {
@@ -24,7 +24,7 @@ struct Def {
 
 const Def kDefs[] = {
 #define X(id, env, kind, dflt, doc) {env, Kind::kind, dflt, doc},
-#include "core/params.def"
+#include "base/params.def"
 #undef X
 };
 constexpr int kCount = static_cast<int>(Param::Count);

@@ -1,4 +1,4 @@
-#include "core/debug.h"
+#include "base/debug.h"
 
 #include <strings.h>
 #include <sys/syscall.h>
@@ -12,8 +12,8 @@
 #include <mutex>
 #include <string>
 
-#include "core/fork_safe.h"
-#include "core/param.h"
+#include "base/fork_safe.h"
+#include "base/param.h"
 
 namespace accl {
 namespace {
@@ -66,7 +66,7 @@ std::string expandDebugFile(const char* pattern, const char* host) {
 }
 
 // What NCCL_DEBUG* ask for, read before the log's lock is taken: that lock is
-// held across fork() and so takes no other (core/fork_safe.h), and the
+// held across fork() and so takes no other (base/fork_safe.h), and the
 // parameters have a lock of their own.
 struct LogSettings {
   LogLevel level = LogLevel::Warn;

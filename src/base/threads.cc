@@ -1,4 +1,4 @@
-#include "core/threads.h"
+#include "base/threads.h"
 
 #include <atomic>
 #include <cstdarg>
@@ -7,7 +7,7 @@
 #include <system_error>
 #include <utility>
 
-#include "core/debug.h"
+#include "base/debug.h"
 
 namespace accl {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/group.h"
+#include "init/group.h"
 
 #include <algorithm>
 #include <iterator>
@@ -6,12 +6,13 @@
 #include <memory>
 #include <vector>
 
+#include "base/check.h"
+#include "base/workers.h"
+#include "coll/coll.h"
+#include "coll/dev_comm.h"
 #include "coll/tuner.h"
-#include "core/check.h"
 #include "core/comm.h"
 #include "core/self_wait.h"
-#include "core/workers.h"
-#include "device/dev_comm.h"
 
 namespace accl {
 namespace {

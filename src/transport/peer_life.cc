@@ -1,4 +1,4 @@
-#include "core/peer_life.h"
+#include "transport/peer_life.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,10 +11,9 @@
 #include <map>
 #include <vector>
 
+#include "base/check.h"
 #include "bootstrap/bootstrap.h"
-#include "core/check.h"
 #include "core/comm.h"
-#include "core/debug.h"
 
 namespace accl {
 namespace {
