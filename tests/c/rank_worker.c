@@ -1,5 +1,6 @@
 /* One rank of a multi-process test, rendezvousing through NCCL_COMM_ID (so no
- * id needs to be passed around). Usage: rank_worker RANK NRANKS COUNT ITERS.
+ * id needs to be passed around). Usage: rank_worker RANK NRANKS COUNT ITERS, where
+ * RANK and NRANKS may be "pmi": PMI_RANK and PMI_SIZE (an MPI-style launcher's).
  * Runs ITERS float allreduces of COUNT elements, checking each, and prints
  * "rank R: calling K" before each call and "rank R: iter K" after it, so that a
  * test can act mid-run. On failure prints
@@ -9,11 +10,17 @@
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+static int arg(const char* text, const char* pmiVar) {
+  const char* v = strcmp(text, "pmi") == 0 ? getenv(pmiVar) : text;
+  return v ? atoi(v) : -1;
+}
 
 int main(int argc, char** argv) {
   if (argc < 5) { fprintf(stderr, "usage: rank_worker RANK NRANKS COUNT ITERS\n"); return 2; }
-  int rank = atoi(argv[1]), nranks = atoi(argv[2]), iters = atoi(argv[4]);
+  int rank = arg(argv[1], "PMI_RANK"), nranks = arg(argv[2], "PMI_SIZE"), iters = atoi(argv[4]);
   size_t count = (size_t)atoll(argv[3]), i;
   ncclUniqueId id;
   ncclComm_t comm;

@@ -1,59 +1,100 @@
-"""Two real "hosts" on one machine: network namespaces joined by a veth pair,
-two ranks in each. Ranks on one host use shared memory; the ring crosses the
-veth over TCP (NCCL_SOCKET_IFNAME names each host's interface)."""
+"""Real "hosts" on one machine (accl.emunet): network namespaces, one veth
+per NIC port into a bridge per (rail, plane). The tool itself (rails stay
+apart, ports go down and up, nothing is left behind), and ranks across it:
+ranks on one host use shared memory, the ring crosses hosts over TCP
+(NCCL_SOCKET_IFNAME names each host's ports)."""
 import os
 import shutil
 import subprocess
-import uuid
+import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"),
+from accl.emunet import EmuNet, remove_all
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
                                 reason="needs root and iproute2 for network namespaces")
 
+# A TCP exchange between two hosts: the server echoes one line.
+SERVE = ("import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+         "s.bind((sys.argv[1], 29877)); s.listen(); print('ready', flush=True); c, _ = s.accept(); "
+         "c.sendall(c.recv(64))")
+ASK = ("import socket, sys; c = socket.create_connection((sys.argv[1], 29877), timeout=3); "
+       "c.sendall(b'hello'); print(c.recv(64).decode())")
 
-def sh(*args):
-    subprocess.run(args, check=True, capture_output=True, timeout=30)
 
-
-@pytest.fixture
-def two_hosts():
-    tag = uuid.uuid4().hex[:6]
-    hosts = [(f"accl{tag}h{i}", f"av{tag}{i}", f"10.77.{int(tag[:2], 16)}.{i + 1}") for i in range(2)]
+def reachable(net, src, dst, rail, plane=0):
+    """Whether host src reaches host dst's port (rail, plane) over TCP."""
+    addr = net.port(dst, rail, plane).addr
+    server = subprocess.Popen(net.hosts[dst].cmd([sys.executable, "-c", SERVE, addr]), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
     try:
-        for ns, _, _ in hosts:
-            sh("ip", "netns", "add", ns)
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "add", hosts[0][1], "type", "veth", "peer", "name", hosts[1][1])
-        for ns, dev, addr in hosts:
-            sh("ip", "link", "set", dev, "netns", ns)
-            sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-    except (subprocess.CalledProcessError, OSError) as e:
-        for ns, _, _ in hosts:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        pytest.skip(f"network namespaces unavailable here: {e}")
-    yield hosts
-    for ns, _, _ in hosts:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        assert server.stdout.readline().strip() == "ready", server.stderr.read()
+        ask = subprocess.run(net.hosts[src].cmd([sys.executable, "-c", ASK, addr]), capture_output=True, text=True,
+                             timeout=10)
+        return ask.returncode == 0 and ask.stdout.strip() == "hello"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def emunet(**kw):
+    try:
+        return EmuNet(**kw).up()
+    except RuntimeError as e:
+        pytest.skip(str(e))
 
 
 @pytest.mark.timeout(120)
-def test_allreduce_across_two_namespaced_hosts(c_program, two_hosts):
-    exe = c_program("rank_worker")
-    root_addr = two_hosts[0][2]
-    procs = []
-    for rank in range(4):
-        ns, dev, _ = two_hosts[rank // 2]
-        env = {**os.environ, "NCCL_COMM_ID": f"{root_addr}:29611", "NCCL_SOCKET_IFNAME": dev,
-               "NCCL_HOSTID": ns, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
-        procs.append(subprocess.Popen(["ip", "netns", "exec", ns, str(exe), str(rank), "4", "1000003", "5"], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = [p.communicate(timeout=90)[0] for p in procs]
-    for rank, (p, out) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0, out
-        assert f"rank {rank}: done" in out
-    # Within a host: shared memory; across the veth: sockets.
-    assert "rank 0 -> rank 1 via shm" in outs[0]
-    assert "rank 1 -> rank 2 via net" in outs[1]
-    assert "rank 3 -> rank 0 via net" in outs[3]
+def test_emulated_network_keeps_rails_apart_and_cleans_up():
+    net = emunet(hosts=2, nics=2, planes=2, rate="1gbit")
+    try:
+        for h in net.hosts:
+            assert [(p.rail, p.plane, p.ifname) for p in h.ports] == [
+                (0, 0, "nic0p0"), (0, 1, "nic0p1"), (1, 0, "nic1p0"), (1, 1, "nic1p1")]
+        assert reachable(net, 0, 1, rail=1, plane=1)
+        # Each (rail, plane) is a subnet and a switch of its own: host 0's
+        # plane-0 port cannot reach host 1's plane-1 address on its subnet.
+        assert net.port(0, 0, 0).addr.rsplit(".", 2)[1] != net.port(1, 0, 1).addr.rsplit(".", 2)[1]
+        qdiscs = subprocess.run(["tc", "-n", net.hosts[0].ns, "qdisc", "show"], capture_output=True, text=True).stdout
+        assert qdiscs.count("tbf") == 4 and "rate 1Gbit" in qdiscs, qdiscs
+        net.set_rate(0, 1, 0, "500mbit")
+        qdiscs = subprocess.run(["tc", "-n", net.hosts[0].ns, "qdisc", "show", "dev", "nic1p0"], capture_output=True,
+                                text=True).stdout
+        assert "rate 500Mbit" in qdiscs, qdiscs
+        net.set_link(1, 0, 0, up=False)
+        assert not reachable(net, 0, 1, rail=0)
+        net.set_link(1, 0, 0, up=True)
+        assert reachable(net, 0, 1, rail=0)
+    finally:
+        net.down()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert net.tag not in names and net.tag not in links
+    assert remove_all(net.tag) == []
+
+
+def test_emulated_network_refuses_bad_shapes():
+    for kw in ({"hosts": 0}, {"nics": 17}, {"planes": 3}, {"rate": "fast"}, {"tag": "xyz!"}):
+        with pytest.raises(ValueError):
+            EmuNet(**kw)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("nics", [1, 2])
+def test_allreduce_across_two_emulated_hosts(c_program, nics):
+    net = emunet(hosts=2, nics=nics)
+    try:
+        results = net.launch([str(c_program("rank_worker")), "pmi", "pmi", "1000003", "5"], ranks_per_host=2,
+                             timeout=90, env={**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"})
+        for rank, res in enumerate(results):
+            assert res.returncode == 0, res.stdout[-3000:]
+            assert f"rank {rank}: done" in res.stdout
+        # Within a host: shared memory; across hosts: sockets.
+        assert "rank 0 -> rank 1 via shm" in results[0].stdout
+        assert "rank 1 -> rank 2 via net" in results[1].stdout
+        assert "rank 3 -> rank 0 via net" in results[3].stdout
+        sent = sum(tx for h in net.hosts for tx, _ in h.counters().values())
+        assert sent > 2 * 1000003 * 4  # the ring's data crossed the emulated ports
+    finally:
+        net.down()

@@ -1,0 +1,276 @@
+"""An emulated multi-host network on one Linux machine, for tests and benchmarks.
+
+Each host is a network namespace with its own NCCL_HOSTID. Each of its NICs
+has `planes` ports; port (rail r, plane p) of every host is a veth whose
+other end joins one bridge per (r, p), so traffic that stays on a rail and
+plane crosses one switch, as on an HPN fabric, and each (r, p) is a subnet of
+its own (10.A.B.0/24, B = r * planes + p, host h at .h+1). A rate (tc tbf,
+both directions) gives every port a line rate; a port can be slowed or taken
+down on its own. Needs root and iproute2. Everything it makes carries a tag
+and goes on `down()` (or with the namespaces, however the process ends:
+`python -m accl.emunet down --all` removes leftovers).
+
+    with EmuNet(hosts=2, nics=2, rate="1gbit") as net:
+        subprocess.run(net.hosts[0].cmd(["ip", "addr"]))
+        net.launch(["python", "-m", "accl.perf", "allreduce"], ranks_per_host=1)
+
+    python -m accl.emunet launch --hosts 2 --nics 2 --rate 1gbit -- python -m accl.perf allreduce -b 1M -e 64M
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+PREFIX = "accl"  # of every namespace and bridge name this module makes
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True, timeout=30)
+
+
+def _tc(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["tc", *args], check=check, capture_output=True, text=True, timeout=30)
+
+
+def _shape(dev: str, rate: str | None, ns: str | None = None) -> None:
+    """A token bucket of `rate` on dev's egress (None: unshaped)."""
+    where = ["-n", ns] if ns else []
+    _tc(*where, "qdisc", "del", "dev", dev, "root", check=False)
+    if rate:
+        # A burst of about 1 ms at the rate (at least 64 KiB, for TSO-sized segments).
+        bits = _rate_bits(rate)
+        burst = max(64 << 10, bits // 8 // 1000)
+        _tc(*where, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", str(burst), "latency", "20ms")
+
+
+def _rate_bits(rate: str) -> int:
+    """Bits per second of a tc rate ("1gbit", "500mbit", "100kbit", "1000000")."""
+    r = rate.strip().lower()
+    for suffix, scale in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3), ("bit", 1)):
+        if r.endswith(suffix):
+            return int(float(r[:-len(suffix)]) * scale)
+    return int(r)
+
+
+@dataclass
+class Port:
+    rail: int
+    plane: int
+    ifname: str  # inside the host's namespace: nic<rail>p<plane>
+    addr: str    # its IPv4 address
+    outside: str  # the veth's other end, on the bridge
+
+
+@dataclass
+class Host:
+    index: int
+    ns: str
+    ports: list[Port] = field(default_factory=list)
+
+    def env(self, base: dict | None = None) -> dict:
+        """An environment for a rank on this host: its host id and every port as
+        the socket interfaces (exact names)."""
+        env = dict(os.environ if base is None else base)
+        env["NCCL_HOSTID"] = self.ns
+        env["NCCL_SOCKET_IFNAME"] = "=" + ",".join(p.ifname for p in self.ports)
+        return env
+
+    def cmd(self, argv: list[str]) -> list[str]:
+        """argv run inside this host's namespace."""
+        return ["ip", "netns", "exec", self.ns, *argv]
+
+    def counters(self) -> dict[str, tuple[int, int]]:
+        """{ifname: (tx bytes, rx bytes)} of this host's ports."""
+        out = json.loads(_ip("-n", self.ns, "-s", "-j", "link", "show").stdout)
+        names = {p.ifname for p in self.ports}
+        return {d["ifname"]: (d["stats64"]["tx"]["bytes"], d["stats64"]["rx"]["bytes"])
+                for d in out if d["ifname"] in names}
+
+
+class EmuNet:
+    """hosts x nics x planes ports; see the module's description."""
+
+    def __init__(self, hosts: int = 2, nics: int = 1, planes: int = 1, rate: str | None = None,
+                 tag: str | None = None):
+        if not 1 <= hosts <= 200 or not 1 <= nics <= 16 or not 1 <= planes <= 2:
+            raise ValueError("hosts 1-200, nics 1-16, planes 1-2")
+        if rate is not None:
+            _rate_bits(rate)  # a ValueError now, not from tc later
+        self.tag = tag or secrets.token_hex(2)
+        if not re.fullmatch(r"[0-9a-f]{4}", self.tag):
+            raise ValueError(f"tag {self.tag!r}: four hex digits")
+        self.nhosts, self.nics, self.planes, self.rate = hosts, nics, planes, rate
+        net = 64 + int(self.tag, 16) % 128  # 10.64-191.x.x: one /16 per emulated network
+        self.hosts = [Host(h, f"{PREFIX}{self.tag}h{h}") for h in range(hosts)]
+        for host in self.hosts:
+            for r in range(nics):
+                for p in range(planes):
+                    host.ports.append(Port(r, p, f"nic{r}p{p}", f"10.{net}.{r * planes + p}.{host.index + 1}",
+                                           f"av{self.tag}h{host.index}n{r}p{p}"))
+        self.bridges = [f"ab{self.tag}n{r}p{p}" for r in range(nics) for p in range(planes)]
+        self._up = False
+
+    def up(self) -> "EmuNet":
+        if not shutil.which("ip") or not shutil.which("tc"):
+            raise RuntimeError("the emulated network needs iproute2 (ip, tc)")
+        if os.geteuid() != 0:
+            raise RuntimeError("the emulated network needs root (network namespaces)")
+        self._up = True  # from here, down() removes what exists
+        try:
+            for br in self.bridges:
+                _ip("link", "add", br, "type", "bridge")
+                _ip("link", "set", br, "up")
+            for host in self.hosts:
+                _ip("netns", "add", host.ns)
+                _ip("-n", host.ns, "link", "set", "lo", "up")
+                for p in host.ports:
+                    _ip("link", "add", p.outside, "type", "veth", "peer", "name", p.ifname, "netns", host.ns)
+                    _ip("link", "set", p.outside, "master", f"ab{self.tag}n{p.rail}p{p.plane}")
+                    _ip("link", "set", p.outside, "up")
+                    _ip("-n", host.ns, "addr", "add", f"{p.addr}/24", "dev", p.ifname)
+                    _ip("-n", host.ns, "link", "set", p.ifname, "up")
+                    self._shape_port(host, p, self.rate)
+        except (subprocess.CalledProcessError, OSError) as e:
+            why = e.stderr.strip() if isinstance(e, subprocess.CalledProcessError) else str(e)
+            self.down()
+            raise RuntimeError(f"cannot make the emulated network: {why}") from None
+        return self
+
+    def down(self) -> None:
+        """Removes the namespaces (and with them their veths) and the bridges."""
+        if not self._up:
+            return
+        for host in self.hosts:
+            _ip("netns", "del", host.ns, check=False)
+        for br in self.bridges:
+            _ip("link", "del", br, check=False)
+        self._up = False
+
+    def __enter__(self) -> "EmuNet":
+        return self.up()
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def port(self, host: int, rail: int, plane: int = 0) -> Port:
+        return next(p for p in self.hosts[host].ports if p.rail == rail and p.plane == plane)
+
+    def _shape_port(self, host: Host, p: Port, rate: str | None) -> None:
+        _shape(p.ifname, rate, host.ns)  # what the host sends
+        _shape(p.outside, rate)          # what it receives
+
+    def set_rate(self, host: int, rail: int, plane: int, rate: str | None) -> None:
+        """One port at another rate (None: unshaped)."""
+        self._shape_port(self.hosts[host], self.port(host, rail, plane), rate)
+
+    def set_link(self, host: int, rail: int, plane: int, up: bool) -> None:
+        """Takes one port down (a failed link) or up again."""
+        _ip("-n", self.hosts[host].ns, "link", "set", self.port(host, rail, plane).ifname, "up" if up else "down")
+
+    def describe(self) -> dict:
+        return {"tag": self.tag, "rate": self.rate, "bridges": self.bridges,
+                "hosts": [{"ns": h.ns, "ports": [vars(p) for p in h.ports]} for h in self.hosts]}
+
+    def launch(self, argv: list[str], ranks_per_host: int = 1, timeout: float = 600,
+               env: dict | None = None) -> list[subprocess.CompletedProcess]:
+        """Runs argv as hosts x ranks_per_host ranks, rank r on host r // ranks_per_host,
+        with what an MPI-style launcher gives (PMI_RANK, PMI_SIZE) and a rendezvous
+        on host 0's first port (NCCL_COMM_ID, with a fresh ACCL_SECRET). Returns each
+        rank's result (stdout and stderr together); a rank past `timeout` is killed."""
+        n = self.nhosts * ranks_per_host
+        port = 20000 + secrets.randbelow(20000)
+        common = {"NCCL_COMM_ID": f"{self.hosts[0].ports[0].addr}:{port}", "ACCL_SECRET": secrets.token_hex(16),
+                  "PMI_SIZE": str(n)}
+        procs = []
+        for r in range(n):
+            host = self.hosts[r // ranks_per_host]
+            e = host.env(env)
+            e.update(common, PMI_RANK=str(r))
+            procs.append(subprocess.Popen(host.cmd(argv), env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        results = []
+        for r, p in enumerate(procs):
+            try:
+                out, _ = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                out, _ = p.communicate()
+                out += f"\n[emunet: rank {r} killed after {timeout:.0f} s]\n"
+            results.append(subprocess.CompletedProcess(p.args, p.returncode, out, None))
+        return results
+
+
+def remove_all(tag: str | None = None) -> list[str]:
+    """Removes the namespaces and bridges of the emulated network `tag`, or of
+    every one this module made (in any process)."""
+    t = re.escape(tag) if tag else "[0-9a-f]{4}"
+    gone = []
+    for line in _ip("netns", "list", check=False).stdout.splitlines():
+        name = (line.split() or [""])[0]
+        if re.fullmatch(rf"{PREFIX}{t}h\d+", name):
+            _ip("netns", "del", name, check=False)
+            gone.append(name)
+    for d in json.loads(_ip("-j", "link", "show", "type", "bridge", check=False).stdout or "[]"):
+        if re.fullmatch(rf"ab{t}n\d+p\d", d["ifname"]):
+            _ip("link", "del", d["ifname"], check=False)
+            gone.append(d["ifname"])
+    return gone
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m accl.emunet", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="verb", required=True)
+    for verb in ("up", "launch"):
+        s = sub.add_parser(verb)
+        s.add_argument("--hosts", type=int, default=2)
+        s.add_argument("--nics", type=int, default=1)
+        s.add_argument("--planes", type=int, default=1)
+        s.add_argument("--rate", default=None, help="every port's rate, as tc writes it (1gbit, 500mbit)")
+        if verb == "launch":
+            s.add_argument("--ranks-per-host", type=int, default=1)
+            s.add_argument("--timeout", type=float, default=600)
+            s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the program and its arguments")
+    d = sub.add_parser("down")
+    d.add_argument("--all", action="store_true", help="every emulated network on this machine")
+    d.add_argument("--tag")
+    a = p.parse_args(argv)
+    try:
+        if a.verb == "down":
+            if not a.all and not a.tag:
+                p.error("down needs --all or --tag")
+            print(" ".join(remove_all(None if a.all else a.tag)) or "nothing to remove")
+            return 0
+        net = EmuNet(a.hosts, a.nics, a.planes, a.rate)
+        if a.verb == "up":
+            net.up()
+            print(json.dumps(net.describe(), indent=1))
+            return 0
+        cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+        if not cmd:
+            p.error("launch needs a program: ... launch -- python -m accl.perf allreduce")
+        with net:
+            results = net.launch(cmd, a.ranks_per_host, a.timeout)
+            for r, res in enumerate(results):
+                if r == 0 or res.returncode != 0:
+                    sys.stdout.write(res.stdout if r == 0 else f"--- rank {r} (exit {res.returncode}) ---\n"
+                                     + res.stdout[-4000:])
+            for h in net.hosts:
+                print(f"# {h.ns}: " + ", ".join(f"{name} tx {tx} rx {rx} bytes"
+                                               for name, (tx, rx) in sorted(h.counters().items())))
+            return max(res.returncode for res in results)
+    except (RuntimeError, ValueError) as e:
+        print(f"accl.emunet: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
