@@ -7,7 +7,9 @@
 //      (a shared-memory FIFO, a device connector, or the socket itself) and
 //      answers with the transport's code;
 //   3. every sender reads the answer, makes its side and acknowledges (or
-//      keeps the socket, where it carries the data);
+//      keeps the socket as the connection's control line);
+//   3b. every rank finishes what needs both sides at once (a network
+//      connection's connect and accept), all its connections together;
 //   4. every receiver reads the acknowledgement and drops what only the set-up
 //      needed (the shared-memory name), so nothing is left in /dev/shm even if
 //      a process dies later.
@@ -111,6 +113,27 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
     const ncclResult_t r = t->sendSide(comm, peer, tag, &keep, dl, &(*sends)[i]);
     sendFds[i].reset(keep);
     NCCLCHECK(r);
+  }
+  // 3b: what needs both sides at once (a network connection's connect and
+  // accept), for every connection of this rank together.
+  for (Backoff b;;) {
+    bool all = true;
+    for (size_t i = 0; i < sendTo.size() + recvFrom.size(); ++i) {
+      const bool send = i < sendTo.size();
+      Connection* c = (send ? (*sends)[i] : (*recvs)[i - sendTo.size()]).get();
+      bool done = false;
+      at->peer = send ? sendTo[i] : recvFrom[i - sendTo.size()];
+      at->step = "finishing the connection (network connect or accept)";
+      NCCLCHECK(c->settle(&done));
+      all = all && done;
+    }
+    if (all) break;
+    if (dl.aborted()) return ncclInvalidUsage;
+    if (b.checkNow() && dl.expired()) {
+      WARN("rank %d: connection set-up with rank %d timed out (ACCL_TIMEOUT)", comm->rank, at->peer);
+      return ncclTimeout;
+    }
+    b.pause();
   }
   for (size_t i = 0; i < recvFrom.size(); ++i) {  // 4
     if (recvFds[i].get() < 0) continue;  // the socket carries the data: nothing to acknowledge

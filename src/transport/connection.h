@@ -26,6 +26,12 @@ class Connection {
   virtual void abort(int failedRank) = 0;
   // Before a normal close: wait until everything posted has left this process.
   virtual ncclResult_t drain() { return ncclSuccess; }
+  // The set-up's last step, which needs the peer to take part: called again
+  // (without blocking) until *done (a network connection's connect or accept).
+  virtual ncclResult_t settle(bool* done) {
+    *done = true;
+    return ncclSuccess;
+  }
   // Moves what it can without blocking, in the calling thread (a socket's
   // frames; nothing for shared memory). Called by a rank that waits on the
   // FIFO; any failure is left for the wait's checks to find.

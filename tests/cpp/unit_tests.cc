@@ -31,6 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test_harness.h"
+
 #include "api/device_api_abi.h"
 #include "base/debug.h"
 #include "base/param.h"
@@ -58,37 +60,6 @@
 #include "transport/connections.h"
 
 namespace {
-
-struct Test {
-  const char* name;
-  std::function<void()> fn;
-};
-std::vector<Test>& tests() {
-  static std::vector<Test> t;
-  return t;
-}
-int failures = 0;
-
-struct Register {
-  Register(const char* n, std::function<void()> f) { tests().push_back({n, std::move(f)}); }
-};
-
-#define TEST(name)                                  \
-  void test_##name();                               \
-  Register reg_##name(#name, test_##name);          \
-  void test_##name()
-
-template <typename A, typename B>
-void checkEq(const A& a, const B& b, const char* ea, const char* eb, int line) {
-  if (!(a == b)) {
-    std::ostringstream os;
-    os << "line " << line << ": " << ea << " == " << eb << " failed: " << a << " vs " << b;
-    fprintf(stderr, "  %s\n", os.str().c_str());
-    ++failures;
-  }
-}
-#define CHECK_EQ(a, b) checkEq((a), (b), #a, #b, __LINE__)
-#define CHECK(c) checkEq(static_cast<bool>(c), true, #c, "true", __LINE__)
 
 using namespace accl;
 

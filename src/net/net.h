@@ -1,0 +1,74 @@
+// The network layer: backends that move bytes between hosts, behind one
+// interface in the shape of NCCL's net plugin (include/plugin/nccl_net.h):
+// devices (NICs) with properties; a connection made through a handle that
+// the receiver makes (listen), the two ranks exchange over the bootstrap, and
+// both sides finish without blocking (connect, accept); isend, irecv and test.
+// ACCL's own TCP backend (net/socket_net.cc) and external plugins
+// (net/plugin.cc) are both a NetBackend; the net transport
+// (transport/net.cc) uses whichever netBackend() chose.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "nccl.h"
+
+namespace accl {
+
+constexpr size_t kNetHandleBytes = 128;  // NCCL_NET_HANDLE_MAXSIZE
+
+struct NetDeviceProps {
+  std::string name;     // an interface, or the plugin's device name
+  std::string pciPath;  // in /sys ("" where unknown)
+  uint64_t guid = 0;
+  int ptrSupport = 1;   // NCCL_PTR_HOST | NCCL_PTR_CUDA | ...
+  int speedMbps = 0;    // 0: unknown
+  int port = 0;
+  float latencyUs = 0;
+  int maxComms = 0;
+  int maxRecvs = 1;
+};
+
+class NetBackend {
+ public:
+  virtual ~NetBackend() = default;
+  virtual const char* name() const = 0;
+  // The plugin interface version it came through (0: ACCL's own).
+  virtual int version() const = 0;
+  virtual int devices() = 0;
+  virtual ncclResult_t properties(int dev, NetDeviceProps* out) = 0;
+  // The receiver's side: fills `handle` (kNetHandleBytes) for the sender.
+  // `secret` (the communicator's, 32 bytes) is what a backend that can
+  // authenticates its connections with; plugins ignore it.
+  virtual ncclResult_t listen(int dev, const uint8_t* secret, void* handle, void** listenComm) = 0;
+  // Neither blocks: *comm stays null until the connection is there, and the
+  // caller calls again (with the same handle, which may hold the progress).
+  virtual ncclResult_t connect(int dev, const uint8_t* secret, void* handle, void** sendComm) = 0;
+  virtual ncclResult_t accept(void* listenComm, void** recvComm) = 0;
+  virtual ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
+  virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;
+  // Requests complete in the order they were made on a comm; either may give
+  // no request (*request null) where it would block: call again later.
+  virtual ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) = 0;
+  virtual ncclResult_t irecv(void* recvComm, void* data, size_t size, int tag, void* mhandle, void** request) = 0;
+  // Moves the request on; *done once it is complete (the request is then
+  // gone), with the bytes it moved in *size. An error: the connection broke.
+  virtual ncclResult_t test(void* request, int* done, size_t* size) = 0;
+  virtual ncclResult_t closeSend(void* sendComm) = 0;
+  virtual ncclResult_t closeRecv(void* recvComm) = 0;
+  virtual ncclResult_t closeListen(void* listenComm) = 0;
+  // A descriptor that becomes readable or writable when the comm can move
+  // (for a proxy to sleep on), or -1 where the backend has none (plugins).
+  virtual int waitFd(void* comm) const { return -1; }
+};
+
+// The backend of this process, chosen at the first call: an external plugin
+// where NCCL_NET_PLUGIN names one that loads, else ACCL's TCP backend
+// ("Socket"); NCCL_NET, where set, must name the one chosen. Null, with a
+// WARN, where NCCL_NET names none that is there.
+NetBackend* netBackend();
+// ACCL's own TCP backend (also where a plugin is loaded: the tests use it).
+NetBackend* socketBackend();
+
+}  // namespace accl

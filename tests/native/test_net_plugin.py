@@ -1,0 +1,99 @@
+"""NCCL net plugins (src/net/plugin.cc): a foreign plugin built in the tree
+(tests/plugins/net_plugin.c, against ACCL's installed plugin/nccl_net.h only)
+carries every collective between emulated hosts, as table v11 and as v8;
+plugins that cannot be used (init fails, only an older table, no file) fall
+back to ACCL's own backend with one WARN saying why; NCCL_NET picks a backend
+by name, and a name that is not there fails the init clearly."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from accl.emunet import EmuNet
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
+                                reason="needs root and iproute2 for network namespaces")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VARIANTS = {"v11": ["-DPLUGIN_VERSION=11"], "v8": ["-DPLUGIN_VERSION=8"],
+            "broken": ["-DPLUGIN_VERSION=11", "-DBROKEN_INIT"], "old": ["-DOLD_ONLY", "-Wno-unused-function"]}
+COLLECTIVES = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter",
+               "sendrecv"]
+
+
+@pytest.fixture(scope="session")
+def plugin(accl_paths, tmp_path_factory):
+    """The test plugin built as `variant`; its path."""
+    _, inc = accl_paths
+    out = tmp_path_factory.mktemp("netplugin")
+    built = {}
+
+    def build(variant):
+        if variant not in built:
+            so = out / f"libnccl-net-{variant}.so"
+            subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
+                            *VARIANTS[variant], f"-I{inc}", os.path.join(ROOT, "tests", "plugins", "net_plugin.c"),
+                            "-o", str(so)], check=True, timeout=120)
+            built[variant] = so
+        return str(built[variant])
+
+    return build
+
+
+@pytest.fixture
+def net():
+    try:
+        n = EmuNet(hosts=2, nics=1).up()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    yield n
+    n.down()
+
+
+def debug_env(**extra):
+    return {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", **extra}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("variant,collectives", [("v11", COLLECTIVES), ("v8", ["allreduce", "sendrecv"])])
+def test_a_plugin_carries_every_collective_between_hosts(plugin, net, variant, collectives):
+    env = debug_env(NCCL_NET_PLUGIN=plugin(variant))
+    for coll in collectives:
+        results = net.launch([sys.executable, "-m", "accl.perf", coll, "-b", "8", "-e", "1M", "-f", "16", "-n", "1",
+                              "-w", "1", "-c", "1", "-d", "int32"], ranks_per_host=1, timeout=120, env=env)
+        out = results[0].stdout
+        assert all(r.returncode == 0 for r in results), "\n".join(r.stdout[-3000:] for r in results)
+        assert "# Out of bounds values : 0 OK" in out, out[-3000:]
+        assert f"NET/Plugin: Loaded net plugin AcclTestNet ({variant})" in out, out[-3000:]
+        moved = [int(line.rsplit("after ", 1)[1].split()[0]) for line in out.splitlines()
+                 if "AcclTestNet: closed a send connection after" in line]
+        assert moved and max(moved) > 0, out[-3000:]  # the data went through the plugin
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("variant,why", [
+    ("broken", "its init (v11) failed"),
+    ("old", "it exports no table ACCL loads (ncclNetPlugin_v8 to v11); it has v7"),
+    (None, "no plugin could be loaded"),
+])
+def test_an_unusable_plugin_falls_back_with_a_warning(plugin, net, c_program, variant, why):
+    path = plugin(variant) if variant else "/nonexistent/libnccl-net-none.so"
+    results = net.launch([str(c_program("rank_worker")), "pmi", "pmi", "100003", "2"], ranks_per_host=1, timeout=90,
+                         env=debug_env(NCCL_NET_PLUGIN=path))
+    for rank, r in enumerate(results):
+        assert r.returncode == 0, r.stdout[-3000:]
+        assert f"rank {rank}: done" in r.stdout
+        assert why in r.stdout and "using ACCL's own network backend" in r.stdout, r.stdout[-3000:]
+        assert "NET: using Socket" in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_nccl_net_picks_a_backend_by_name(plugin, net, c_program):
+    worker = [str(c_program("rank_worker")), "pmi", "pmi", "1003", "1"]
+    res = net.launch(worker, timeout=90, env=debug_env(NCCL_NET_PLUGIN=plugin("v11"), NCCL_NET="Socket"))
+    assert all(r.returncode == 0 and "NET: using Socket" in r.stdout for r in res), res[0].stdout[-3000:]
+    res = net.launch(worker, timeout=90, env=debug_env(NCCL_NET="NoSuchNet"))
+    for r in res:
+        assert r.returncode != 0 and "NCCL_NET=NoSuchNet names no network backend here" in r.stdout, r.stdout[-3000:]
