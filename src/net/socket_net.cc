@@ -177,7 +177,11 @@ class SocketNet final : public NetBackend {
     std::lock_guard<std::mutex> lock(mu_);
     if (!probed_) {
       probed_ = true;
-      if (chooseInterfaces(nullptr, &ifs_) != ncclSuccess) ifs_.clear();  // it WARNed
+      std::vector<NetIf> all;
+      if (chooseInterfaces(nullptr, &all) != ncclSuccess) all.clear();  // it WARNed
+      for (const NetIf& i : all)  // one device per interface: its first address (IPv4 before IPv6)
+        if (std::none_of(ifs_.begin(), ifs_.end(), [&](const NetIf& d) { return d.name == i.name; }))
+          ifs_.push_back(i);
       for (const NetIf& i : ifs_) INFO(kNet, "NET/Socket: device %zu is %s (%s)", &i - ifs_.data(), i.name.c_str(),
                                        addrToString(i.addr).c_str());
     }
@@ -346,7 +350,7 @@ class SocketNet final : public NetBackend {
     auto* r = static_cast<Request*>(request);
     Comm& c = *r->comm;
     *done = 0;
-    while (!c.broken && !c.queue.empty()) {
+    while (!r->complete && !c.broken && !c.queue.empty()) {  // up to r: no system call for the ones after it
       Request* front = c.queue.front();
       if (!move(front)) c.broken = true;
       if (!front->complete) break;

@@ -275,11 +275,13 @@ class NetConnection : public Connection {
 
   // Waits (unlocked) until the backend may move again, the control line
   // speaks, or a wake or stop; while a rank thread drives, until it stops.
+  // Whether the control line has something to say (ctrlReady_).
   void waitMoving(short events) {
     if (napWhileDriven()) return;
     // The control line once it closed would always be ready: left out.
     pollfd p[2] = {{net_->waitFd(data_), events, 0}, {peerClosed_ ? -1 : ctrl_, POLLIN, 0}};
     (void)poll(p, 2, p[0].fd >= 0 ? kIdleCheckMs : 1);  // a backend without a descriptor is polled every 1 ms
+    if (p[1].revents) ctrlReady_ = true;
   }
 
   // The control line: an abort frame from the peer (the FIFO aborts), or
@@ -372,7 +374,10 @@ class NetConnection : public Connection {
   void recvLoop() {
     Backoff b;
     while (!stopping()) {
-      if (peerSpoke() == Spoke::Abort) return;
+      // The control line is looked at when a wait saw it ready, and now and
+      // then while the proxy spins (a system call each time).
+      if ((ctrlReady_ || b.checkNow()) && peerSpoke() == Spoke::Abort) return;
+      ctrlReady_ = false;
       if (napWhileDriven()) {
         b.reset();
         continue;
@@ -432,6 +437,7 @@ class NetConnection : public Connection {
   uint64_t got_ = 0;       // recv: messages in slots (under mu_)
   bool broken_ = false;    // a failed request, or abandonFrom: no more moving (under mu_)
   bool peerClosed_ = false;  // recv: the control line closed (the proxy's)
+  bool ctrlReady_ = false;   // recv: the proxy's last wait saw the control line ready
   std::atomic<uint64_t> driven_{0};          // rank threads driving this connection (64 bits: fifoSleep's kind)
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
   std::atomic<bool> needProxy_{false};       // a driver met a failure only the proxy reports
