@@ -2,7 +2,8 @@
  * a plugin exports as ncclNetPlugin_v<N> (a shared object named
  * libnccl-net-<name>.so or libnccl-net.so). ACCL loads such plugins
  * (src/net/plugin.cc) and builds its test plugins against this file. The
- * layouts are NCCL's, field for field; a plugin built for NCCL works here. */
+ * layouts are NCCL's, field for field (v11 as released with NCCL 2.28, with
+ * its per-init context); a plugin built for NCCL works here. */
 #ifndef ACCL_PLUGIN_NCCL_NET_H_
 #define ACCL_PLUGIN_NCCL_NET_H_
 
@@ -113,7 +114,7 @@ typedef struct {
   ncclNetVDeviceProps_v11_t vProps;
   size_t maxP2pBytes;
   size_t maxCollBytes;
-  uint64_t fabricId;
+  int maxMultiRequestSize;
 } ncclNetProperties_v11_t;
 
 #define NCCL_NET_TRAFFIC_CLASS_UNDEF -1
@@ -122,10 +123,20 @@ typedef struct {
 } ncclNetCommConfig_v10_t;
 typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v11_t;
 
-typedef enum { NET_LOC_DCL0 = 0, NET_LOC_DCL1 = 1, NET_LOC_DISC = 2 } ncclNetLoc_v11_t;
+/* v11: what NCCL may tell a plugin of a communicator's traffic (setNetAttr). */
 typedef struct {
-  ncclNetLoc_v11_t loc;
-} ncclNetPath_v11_t;
+  int32_t maxConcurrentPeers;
+  int32_t minConcurrentPeers;
+  int32_t maxFlowsPerPeer;
+  int32_t minFlowsPerPeer;
+} ncclNetCommAttr_v11_t;
+typedef struct {
+  ncclNetCommAttr_v11_t sendCommAttr;
+  ncclNetCommAttr_v11_t recvCommAttr;
+  uint32_t op;
+  uint32_t algo;
+  uint32_t proto;
+} ncclNetAttr_v11_t;
 
 /* The tables. connect and accept never block: they return a NULL comm until
  * the connection is there, and are called again. isend and irecv may return
@@ -203,14 +214,16 @@ typedef struct {
   ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v10_t* props);
 } ncclNet_v10_t;
 
+/* v11 keeps a context per init: init gives it, listen and connect take it,
+ * finalize ends it. */
 typedef struct {
   const char* name;
-  ncclResult_t (*init)(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config, ncclDebugLogger_t logFunction,
+                       ncclProfilerCallback_t profFunction);
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t* props);
-  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
-  ncclResult_t (*connect)(int dev, ncclNetCommConfig_v11_t* config, void* handle, void** sendComm,
-                          ncclNetDeviceHandle_v11_t** sendDevComm);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v11_t** sendDevComm);
   ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
@@ -227,7 +240,8 @@ typedef struct {
   ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
   ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
   ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v11_t* props);
-  ncclResult_t (*getNetPath)(uint64_t fabricId0, uint64_t fabricId1, ncclNetPath_v11_t* path);
+  ncclResult_t (*finalize)(void* ctx);
+  ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v11_t* netAttr);
 } ncclNet_v11_t;
 
 #ifdef __cplusplus

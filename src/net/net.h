@@ -43,8 +43,11 @@ class NetBackend {
   // authenticates its connections with; plugins ignore it.
   virtual ncclResult_t listen(int dev, const uint8_t* secret, void* handle, void** listenComm) = 0;
   // Neither blocks: *comm stays null until the connection is there, and the
-  // caller calls again (with the same handle, which may hold the progress).
-  virtual ncclResult_t connect(int dev, const uint8_t* secret, void* handle, void** sendComm) = 0;
+  // caller calls again. The sender's progress is in *progress (null at
+  // first; the backend's) or, for plugins, in its copy of the handle; a
+  // connect given up on hands *progress to cancelConnect.
+  virtual ncclResult_t connect(int dev, const uint8_t* secret, void* handle, void** progress, void** sendComm) = 0;
+  virtual void cancelConnect(void* progress) {}
   virtual ncclResult_t accept(void* listenComm, void** recvComm) = 0;
   virtual ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
   virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;

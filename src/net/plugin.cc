@@ -35,11 +35,12 @@ void pluginLog(ncclDebugLogLevel level, unsigned long flags, const char* file, i
 }
 
 // One version's table as a NetBackend. V: 8 to 11; the differences are in
-// the size types, the profiler handles (v10) and the connection's config (v10).
+// the size types, the profiler handles (v10), the connection's config (v10
+// only) and the context (v11: one per process here, from its init).
 template <int V, typename Table, typename Props>
 class Plugin final : public NetBackend {
  public:
-  explicit Plugin(const Table* t) : t_(t) {}
+  explicit Plugin(const Table* t, void* ctx = nullptr) : t_(t), ctx_(ctx) {}
   const char* name() const override { return t_->name; }
   int version() const override { return V; }
   int devices() override {
@@ -63,11 +64,14 @@ class Plugin final : public NetBackend {
     return ncclSuccess;
   }
   ncclResult_t listen(int dev, const uint8_t*, void* handle, void** listenComm) override {
-    return t_->listen(dev, handle, listenComm);
+    if constexpr (V >= 11) return t_->listen(ctx_, dev, handle, listenComm);
+    else return t_->listen(dev, handle, listenComm);
   }
-  ncclResult_t connect(int dev, const uint8_t*, void* handle, void** sendComm) override {
+  ncclResult_t connect(int dev, const uint8_t*, void* handle, void**, void** sendComm) override {
     ncclNetDeviceHandle_v8_t* offload = nullptr;  // none asked for
-    if constexpr (V >= 10) {
+    if constexpr (V >= 11) {
+      return t_->connect(ctx_, dev, handle, sendComm, &offload);
+    } else if constexpr (V == 10) {
       ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
       return t_->connect(dev, &config, handle, sendComm, &offload);
     } else {
@@ -121,14 +125,18 @@ class Plugin final : public NetBackend {
 
  private:
   const Table* t_;
+  void* ctx_;  // v11's
 };
 
 // The table of the newest version `lib` exports that ACCL loads, initialized:
 // a NetBackend, or null with *why.
 NetBackend* take(void* lib, std::string* why) {
   if (auto* t = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"))) {
-    if (t->init(pluginLog, nullptr) != ncclSuccess) return *why = "its init (v11) failed", nullptr;
-    return new Plugin<11, ncclNet_v11_t, ncclNetProperties_v11_t>(t);
+    // One context for the process (never finalized: connections may outlive static destruction).
+    void* ctx = nullptr;
+    ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    if (t->init(&ctx, 0, &config, pluginLog, nullptr) != ncclSuccess) return *why = "its init (v11) failed", nullptr;
+    return new Plugin<11, ncclNet_v11_t, ncclNetProperties_v11_t>(t, ctx);
   }
   if (auto* t = static_cast<const ncclNet_v10_t*>(dlsym(lib, "ncclNetPlugin_v10"))) {
     if (t->init(pluginLog, nullptr) != ncclSuccess) return *why = "its init (v10) failed", nullptr;

@@ -1,11 +1,12 @@
 // ACCL's TCP backend ("Socket"): every interface NCCL_SOCKET_IFNAME selects
 // is a device. A connection is one TCP socket that leaves from its device's
 // address (bound, so that the kernel does not send every connection out of
-// one interface). Its first bytes prove the communicator's secret: an HMAC
-// of the listener's nonce, which travelled in the handle, so that a stranger
-// who reads the handle still cannot connect. Messages are frames (size, tag,
-// payload) that complete in order; requests move when tested, without
-// threads of their own.
+// one interface). It proves the communicator's secret before it is taken:
+// the listener sends each connection a random challenge, and the sender
+// answers with an HMAC of the handle's nonce and that challenge, so that a
+// stranger who reads the handle, or the answer on the wire, still cannot
+// connect. Messages are frames (size, tag, payload) that complete in order;
+// requests move when tested, without threads of their own.
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -38,15 +40,14 @@ constexpr uint32_t kMagic = 0x746e6361;  // "acnt"
 constexpr char kLabel[] = "ACCL net connection";
 constexpr size_t kNonceBytes = 16;
 constexpr size_t kMaxPending = 16;  // connections being accepted whose proof has not come in full
+constexpr int kPendingGraceMs = 100;  // past this, a pending connection may be dropped for a newer one
 
-// The handle: what travels, then (local to the sender) its connect in progress.
+// The handle, as it travels: where to connect, and the listener's nonce.
 struct Handle {
   uint32_t magic;
   uint32_t dev;
   SockAddr addr;
   uint8_t nonce[kNonceBytes];
-  int32_t fd;      // the sender's socket while it connects (-1: not started)
-  uint32_t proofSent;
 };
 static_assert(sizeof(Handle) <= kNetHandleBytes, "a handle is at most NCCL_NET_HANDLE_MAXSIZE bytes");
 
@@ -55,12 +56,32 @@ struct Proof {
   uint8_t mac[kSha256Bytes];
 };
 
-void proofOf(const uint8_t* secret, const uint8_t* nonce, Proof* p) {
-  uint8_t msg[kNonceBytes + sizeof(kLabel)];
-  memcpy(msg, nonce, kNonceBytes);
-  memcpy(msg + kNonceBytes, kLabel, sizeof(kLabel));
+// HMAC-SHA256(secret, label | nonce | challenge): bound to this listener and
+// to this one connection, so that it proves nothing anywhere else.
+void proofOf(const uint8_t* secret, const uint8_t* nonce, const uint8_t* challenge, Proof* p) {
+  uint8_t msg[sizeof(kLabel) + 2 * kNonceBytes];
+  memcpy(msg, kLabel, sizeof(kLabel));
+  memcpy(msg + sizeof(kLabel), nonce, kNonceBytes);
+  memcpy(msg + sizeof(kLabel) + kNonceBytes, challenge, kNonceBytes);
   p->magic = kMagic;
   hmacSha256(secret, kSecretBytes, msg, sizeof(msg), p->mac);
+}
+
+// A sender's connection being made (connect's progress).
+struct Connecting {
+  int fd = -1;
+  uint8_t challenge[kNonceBytes];
+  size_t got = 0;    // of the challenge
+  Proof proof{};
+  size_t sent = 0;   // of the proof
+  ~Connecting() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+uint64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Comm;
@@ -90,6 +111,8 @@ struct Comm {
 
 struct Pending {
   int fd;
+  uint64_t sinceMs;
+  uint8_t challenge[kNonceBytes];
   size_t got = 0;
   Proof proof{};
 };
@@ -226,82 +249,100 @@ class SocketNet final : public NetBackend {
     h->magic = kMagic;
     h->dev = static_cast<uint32_t>(dev);
     memcpy(h->nonce, l->nonce, kNonceBytes);
-    h->fd = -1;
     *listenComm = l;
     return ncclSuccess;
   }
 
-  ncclResult_t connect(int dev, const uint8_t* secret, void* handle, void** sendComm) override {
+  ncclResult_t connect(int dev, const uint8_t* secret, void* handle, void** progress, void** sendComm) override {
     *sendComm = nullptr;
-    auto* h = static_cast<Handle*>(handle);
-    if (h->magic != kMagic) {
-      WARN("NET/Socket: the handle to connect to is not one of ACCL's socket backend (magic 0x%x)", h->magic);
-      return ncclInvalidArgument;
-    }
-    if (h->fd < 0) {  // start: a socket bound to this side's device, connecting without blocking
+    const auto* h = static_cast<const Handle*>(handle);
+    auto* c = static_cast<Connecting*>(*progress);
+    if (!c) {  // start: a socket bound to this side's device, connecting without blocking
+      if (h->magic != kMagic) {
+        WARN("NET/Socket: the handle to connect to is not one of ACCL's socket backend (magic 0x%x)", h->magic);
+        return ncclInvalidArgument;
+      }
       if (!valid(dev)) return ncclInvalidArgument;
       const int fd = socket(h->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       if (fd < 0) {
         WARN("NET/Socket: socket() failed: %s", strerror(errno));
         return ncclSystemError;
       }
+      *progress = c = new Connecting();
+      c->fd = fd;
+      int one = 1;  // the port is chosen at connect, per destination: binding does not use one up
+      setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
       SockAddr local = ifs_[dev].addr;
       if (local.sa.sa_family == h->addr.sa.sa_family && bind(fd, &local.sa, addrLen(local)) != 0) {
         WARN("NET/Socket: cannot leave from %s (%s): %s", ifs_[dev].name.c_str(), addrToString(local).c_str(),
              strerror(errno));
-        close(fd);
         return ncclSystemError;
       }
       if (::connect(fd, &h->addr.sa, addrLen(h->addr)) != 0 && errno != EINPROGRESS) {
         WARN("NET/Socket: connect to %s failed: %s", addrToString(h->addr).c_str(), strerror(errno));
-        close(fd);
         return ncclRemoteError;
       }
-      h->fd = fd;
-      h->proofSent = 0;
     }
-    pollfd p = {h->fd, POLLOUT, 0};
-    if (poll(&p, 1, 0) <= 0) return ncclSuccess;  // still connecting
-    int err = 0;
-    socklen_t len = sizeof(err);
-    getsockopt(h->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      WARN("NET/Socket: connect to %s failed: %s", addrToString(h->addr).c_str(), strerror(err));
-      close(h->fd);
-      h->fd = -1;
-      return ncclRemoteError;
+    while (c->got < kNonceBytes) {  // the listener's challenge (also: the connection is up)
+      const ssize_t k = recv(c->fd, c->challenge + c->got, kNonceBytes - c->got, MSG_DONTWAIT);
+      if (k < 0 && (wouldBlock() || errno == ENOTCONN)) return ncclSuccess;
+      if (k <= 0) {
+        WARN("NET/Socket: connecting to %s failed: %s", addrToString(h->addr).c_str(),
+             k == 0 ? "the listener closed the connection" : strerror(errno));
+        return ncclRemoteError;
+      }
+      c->got += static_cast<size_t>(k);
+      if (c->got == kNonceBytes) proofOf(secret, h->nonce, c->challenge, &c->proof);
     }
-    Proof proof;
-    proofOf(secret, h->nonce, &proof);
-    while (h->proofSent < sizeof(proof)) {
-      const ssize_t k = send(h->fd, reinterpret_cast<char*>(&proof) + h->proofSent, sizeof(proof) - h->proofSent,
+    while (c->sent < sizeof(c->proof)) {
+      const ssize_t k = send(c->fd, reinterpret_cast<char*>(&c->proof) + c->sent, sizeof(c->proof) - c->sent,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k < 0 && wouldBlock()) return ncclSuccess;
       if (k < 0) {
         WARN("NET/Socket: sending to %s failed: %s", addrToString(h->addr).c_str(), strerror(errno));
-        close(h->fd);
-        h->fd = -1;
         return ncclRemoteError;
       }
-      h->proofSent += static_cast<uint32_t>(k);
+      c->sent += static_cast<size_t>(k);
     }
-    tune(h->fd);
-    *sendComm = new Comm(h->fd, true);
-    h->fd = -1;
+    tune(c->fd);
+    *sendComm = new Comm(c->fd, true);
+    c->fd = -1;
+    delete c;
+    *progress = nullptr;
     return ncclSuccess;
   }
+  void cancelConnect(void* progress) override { delete static_cast<Connecting*>(progress); }
 
   ncclResult_t accept(void* listenComm, void** recvComm) override {
     *recvComm = nullptr;
     Listen& l = *static_cast<Listen*>(listenComm);
-    for (;;) {  // take what the backlog holds
+    const uint64_t now = nowMs();
+    for (;;) {  // take what the backlog holds, each with a challenge of its own
       const int fd = accept4(l.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) break;
-      if (l.pending.size() == kMaxPending) {  // a flood: the oldest goes
-        close(l.pending.front().fd);
-        l.pending.erase(l.pending.begin());
+      if (fd < 0) {
+        if (!wouldBlock() && errno != ECONNABORTED)
+          WARN("NET/Socket: accepting a connection failed: %s", strerror(errno));
+        break;
       }
-      l.pending.push_back({fd});
+      if (l.pending.size() == kMaxPending) {  // a flood: a connection silent past the grace goes, else this one
+        auto old = std::find_if(l.pending.begin(), l.pending.end(),
+                                [&](const Pending& p) { return p.got == 0 && now - p.sinceMs >= kPendingGraceMs; });
+        if (old == l.pending.end()) {
+          close(fd);
+          continue;
+        }
+        close(old->fd);
+        l.pending.erase(old);
+      }
+      Pending p{};
+      p.fd = fd;
+      p.sinceMs = now;
+      if (randomBytes(p.challenge, kNonceBytes) != ncclSuccess ||
+          send(fd, p.challenge, kNonceBytes, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(kNonceBytes)) {
+        close(fd);  // a new socket takes 16 bytes at once; one that does not is of no use
+        continue;
+      }
+      l.pending.push_back(p);
     }
     for (size_t i = 0; i < l.pending.size();) {
       Pending& p = l.pending[i];
@@ -313,7 +354,7 @@ class SocketNet final : public NetBackend {
       if (k > 0) p.got += static_cast<size_t>(k);
       if (k > 0 && p.got < sizeof(p.proof)) continue;
       Proof want;
-      proofOf(l.secret, l.nonce, &want);
+      proofOf(l.secret, l.nonce, p.challenge, &want);
       const bool ok = k > 0 && p.proof.magic == kMagic && secretEqual(p.proof.mac, want.mac);
       const int fd = p.fd;
       l.pending.erase(l.pending.begin() + static_cast<long>(i));

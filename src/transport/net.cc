@@ -40,9 +40,13 @@
 namespace accl {
 namespace {
 
-// What a failing side sends on the control line: this, then the rank whose
-// failure caused it (int32), so a rank downstream of a failure learns its cause.
+// The control line's frames, two words each. A failing side sends
+// kAbortFrame and the rank whose failure caused it (so a rank downstream of
+// a failure learns its cause); a sender that closes normally sends
+// kCloseFrame and how many messages it sent (so the receiver knows when it
+// has them all, whatever the backend says of a closed connection).
 constexpr uint32_t kAbortFrame = 0xffffffffu;
+constexpr uint32_t kCloseFrame = 0xfffffffeu;
 // A sleeping proxy looks at the abort flags this often (a stop wakes it at once).
 constexpr int kIdleCheckMs = 20;
 // A proxy that left the connection to a rank thread looks again this often
@@ -71,14 +75,20 @@ class NetConnection : public Connection {
   }
   ~NetConnection() override {
     stop_.store(1);
+    const bool aborting = mem_ && fifo.ctrl->abort.load() != 0;
     if (proxy_.joinable()) {
       // Aborting: the send proxy still tells the peer why (bounded by 1 s),
-      // then exits by itself. Otherwise the closing line wakes it.
-      const bool aborting = fifo.ctrl->abort.load() != 0;
+      // then exits by itself. Otherwise a wake (the send proxy's) or the
+      // closing line (the receive proxy's poll) ends it.
       wakeProxy();
-      if (!aborting || !isSend) shutdown(ctrl_, SHUT_RDWR);
+      if (!isSend) shutdown(ctrl_, SHUT_RDWR);
       proxy_.join();
     }
+    if (isSend && data_ && !aborting) {  // a normal close: how many messages there were
+      const uint32_t frame[2] = {kCloseFrame, static_cast<uint32_t>(sent_)};
+      (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (progress_) net_->cancelConnect(progress_);
     if (mr_) (void)net_->deregMr(data_, mr_);
     if (data_) (void)(isSend ? net_->closeSend(data_) : net_->closeRecv(data_));
     if (listen_) (void)net_->closeListen(listen_);
@@ -98,13 +108,15 @@ class NetConnection : public Connection {
   ncclResult_t settle(bool* done) override {
     *done = data_ != nullptr;
     if (*done) return ncclSuccess;
-    if (isSend) {
-      NCCLCHECK(checkMemory());
-      NCCLCHECK(net_->connect(dev_, comm_->bootstrap->secret(), handle_, &data_));
-    } else {
-      NCCLCHECK(net_->accept(listen_, &data_));
+    NCCLCHECK(checkMemory());
+    if (isSend) NCCLCHECK(net_->connect(dev_, comm_->bootstrap->secret(), handle_, &progress_, &data_));
+    else NCCLCHECK(net_->accept(listen_, &data_));
+    if (!data_) {  // the peer, meanwhile, must not have failed or left
+      if (peerSpoke() == Spoke::Nothing) return ncclSuccess;
+      WARN("rank %d: rank %d %s while its network connection %s this rank was being made", comm_->rank, peer,
+           fifo.ctrl->abort.load() ? "failed" : "left", isSend ? "from" : "to");
+      return ncclRemoteError;
     }
-    if (!data_) return ncclSuccess;
     if (listen_) {
       (void)net_->closeListen(listen_);
       listen_ = nullptr;
@@ -124,9 +136,13 @@ class NetConnection : public Connection {
   void abort(int failedRank) override {
     fifoAbort(fifo.ctrl, failedRank);
     wakeProxy();
-    // A send proxy tells the peer why and closes; a receiver closes now,
-    // which the peer's send proxy sees as a lost connection.
-    if (!isSend) shutdown(ctrl_, SHUT_RDWR);
+    // A send proxy tells the peer why and closes; a receiver tells it now
+    // (its proxy only reads) and closes, which the peer's send proxy sees.
+    if (!isSend) {
+      const uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
+      (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+      shutdown(ctrl_, SHUT_RDWR);
+    }
   }
   ncclResult_t drain() override {
     if (!isSend) return ncclSuccess;
@@ -279,28 +295,43 @@ class NetConnection : public Connection {
   void waitMoving(short events) {
     if (napWhileDriven()) return;
     // The control line once it closed would always be ready: left out.
-    pollfd p[2] = {{net_->waitFd(data_), events, 0}, {peerClosed_ ? -1 : ctrl_, POLLIN, 0}};
+    pollfd p[2] = {{net_->waitFd(data_), events, 0}, {peerClosed_ || peerDied_ ? -1 : ctrl_, POLLIN, 0}};
     (void)poll(p, 2, p[0].fd >= 0 ? kIdleCheckMs : 1);  // a backend without a descriptor is polled every 1 ms
     if (p[1].revents) ctrlReady_ = true;
   }
 
-  // The control line: an abort frame from the peer (the FIFO aborts), or
-  // its closing (peerClosed_: the peer's side is gone, but its last messages
-  // may still be on their way on the backend's connection).
+  // The control line, read as it comes (the proxy's, or the set-up's): an
+  // abort frame (the FIFO aborts), a close frame (peerClosed_: the peer sent
+  // closeAt_ messages in all, which may still be on their way), or its end
+  // without one (peerDied_: the peer is gone; what the backend still holds
+  // is taken, no more is waited for).
   enum class Spoke { Nothing, Abort, Closed };
   Spoke peerSpoke() {
-    if (peerClosed_) return Spoke::Closed;
-    uint32_t frame[2];
-    const ssize_t k = recv(ctrl_, frame, sizeof(frame), MSG_DONTWAIT | MSG_PEEK);
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Spoke::Nothing;
-    if (k > 0 && static_cast<size_t>(k) < sizeof(frame)) return Spoke::Nothing;  // the rest is on its way
-    if (k == sizeof(frame) && frame[0] == kAbortFrame) {
-      (void)recv(ctrl_, frame, sizeof(frame), MSG_DONTWAIT);
-      fifoAbort(fifo.ctrl, static_cast<int32_t>(frame[1]) >= 0 ? static_cast<int>(frame[1]) : peer);
-      return Spoke::Abort;
+    if (peerClosed_ || peerDied_) return Spoke::Closed;
+    for (;;) {
+      const ssize_t k = recv(ctrl_, reinterpret_cast<char*>(ctrlFrame_) + ctrlGot_, sizeof(ctrlFrame_) - ctrlGot_,
+                             MSG_DONTWAIT);
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Spoke::Nothing;
+      if (k <= 0) {  // closed (or broken) with no close frame
+        peerDied_ = true;
+        return Spoke::Closed;
+      }
+      ctrlGot_ += static_cast<size_t>(k);
+      if (ctrlGot_ < sizeof(ctrlFrame_)) continue;
+      ctrlGot_ = 0;
+      if (ctrlFrame_[0] == kAbortFrame) {
+        const auto cause = static_cast<int32_t>(ctrlFrame_[1]);
+        fifoAbort(fifo.ctrl, cause >= 0 ? cause : peer);
+        return Spoke::Abort;
+      }
+      if (ctrlFrame_[0] == kCloseFrame) {
+        peerClosed_ = true;
+        closeAt_ = ctrlFrame_[1];
+        return Spoke::Closed;
+      }
+      peerDied_ = true;  // junk: a peer that says this has nothing more to say
+      return Spoke::Closed;
     }
-    peerClosed_ = true;  // closed (or junk)
-    return Spoke::Closed;
   }
 
   void sendAbortFrame() {
@@ -339,6 +370,16 @@ class NetConnection : public Connection {
       if (stopping()) {
         sendAbortFrame();
         return;
+      }
+      // The receiver's word: an abort frame (then this one aborts too) or its going away.
+      if (ctrlReady_ || b.checkNow()) {
+        ctrlReady_ = false;
+        const Spoke s = peerSpoke();
+        if (s == Spoke::Abort) continue;
+        if (s == Spoke::Closed) {
+          fifo.ctrl->peerGone.store(1);  // an error only for a sender that still waits on it
+          return;
+        }
       }
       if (napWhileDriven()) {
         b.reset();
@@ -390,15 +431,21 @@ class NetConnection : public Connection {
         got = got_;
       }
       if (m == Moved::Failed) {
-        // The backend's connection ended: the control line says why, or that
-        // the peer left (then not an error, unless someone waits for more).
-        if (!peerClosed_) {
+        // The backend's connection ended: the control line says why (an
+        // abort frame), or that the peer left or died (then not an error,
+        // unless someone waits for more).
+        if (!peerClosed_ && !peerDied_) {
           pollfd p = {ctrl_, POLLIN, 0};
           (void)poll(&p, 1, 100);
         }
         const Spoke why = peerSpoke();
         if (why == Spoke::Closed) fifo.ctrl->peerGone.store(1);
         if (why == Spoke::Nothing) fail("receiving from");
+        return;
+      }
+      // Every message the peer sent is here, or no more can come.
+      if ((peerClosed_ && got >= closeAt_) || (peerDied_ && m != Moved::Some)) {
+        fifo.ctrl->peerGone.store(1);
         return;
       }
       if (m == Moved::Some) {
@@ -425,7 +472,8 @@ class NetConnection : public Connection {
   void* listen_ = nullptr;  // the receiver's, until accept
   void* data_ = nullptr;    // the backend's send or receive comm, once settled
   void* mr_ = nullptr;      // the slots' registration with it
-  alignas(8) char handle_[kNetHandleBytes] = {};  // the sender's: the receiver's handle (and the connect's progress)
+  alignas(8) char handle_[kNetHandleBytes] = {};  // the sender's: the receiver's handle (a plugin's progress too)
+  void* progress_ = nullptr;  // the sender's: its connect's progress, the backend's
   void* mem_ = nullptr;
   std::atomic<uint32_t> stop_{0};
   std::thread proxy_;
@@ -436,8 +484,13 @@ class NetConnection : public Connection {
   uint64_t posted_ = 0;    // recv: receives handed to the backend (under mu_)
   uint64_t got_ = 0;       // recv: messages in slots (under mu_)
   bool broken_ = false;    // a failed request, or abandonFrom: no more moving (under mu_)
-  bool peerClosed_ = false;  // recv: the control line closed (the proxy's)
-  bool ctrlReady_ = false;   // recv: the proxy's last wait saw the control line ready
+  // The control line, as its one reader (the set-up, then the proxy) sees it.
+  uint32_t ctrlFrame_[2] = {};
+  size_t ctrlGot_ = 0;
+  bool peerClosed_ = false;  // a close frame came: closeAt_ messages in all
+  uint64_t closeAt_ = 0;
+  bool peerDied_ = false;    // the line ended with no close frame
+  bool ctrlReady_ = false;   // the proxy's last wait saw the control line ready
   std::atomic<uint64_t> driven_{0};          // rank threads driving this connection (64 bits: fifoSleep's kind)
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
   std::atomic<bool> needProxy_{false};       // a driver met a failure only the proxy reports

@@ -28,11 +28,13 @@ struct Pair {
 bool connectPair(NetBackend* b, const uint8_t* sendSecret, const uint8_t* recvSecret, Pair* p) {
   alignas(8) char handle[kNetHandleBytes];
   if (b->listen(0, recvSecret, handle, &p->listen) != ncclSuccess) return false;
+  void* progress = nullptr;
   const auto until = Clock::now() + std::chrono::seconds(5);
   while ((!p->send || !p->recv) && Clock::now() < until) {
-    if (!p->send && b->connect(0, sendSecret, handle, &p->send) != ncclSuccess) return false;
+    if (!p->send && b->connect(0, sendSecret, handle, &progress, &p->send) != ncclSuccess) return false;
     if (!p->recv && b->accept(p->listen, &p->recv) != ncclSuccess) return false;
   }
+  if (progress) b->cancelConnect(progress);
   return p->send && p->recv;
 }
 
@@ -105,7 +107,8 @@ TEST(net_socket_refuses_strangers_and_wrong_secrets) {
   alignas(8) char handle[kNetHandleBytes];
   void* listen = nullptr;
   CHECK_EQ(b->listen(0, kSecret, handle, &listen), ncclSuccess);
-  // A stranger who read the handle: it knows the address (after the magic and the device), not the secret.
+  // A stranger who read the handle: it knows the address (after the magic and the device), not the secret;
+  // it sends junk where the proof goes.
   SockAddr addr;
   memcpy(&addr, handle + 8, sizeof(addr));
   Deadline dl(nullptr, 5);
@@ -115,15 +118,22 @@ TEST(net_socket_refuses_strangers_and_wrong_secrets) {
   memset(garbage, 0x5a, sizeof(garbage));
   CHECK_EQ(socketSend(junk, garbage, sizeof(garbage), dl), ncclSuccess);
   uint8_t wrong[32] = {9, 9, 9};
-  alignas(8) char copy[kNetHandleBytes];
-  memcpy(copy, handle, sizeof(copy));
   void* impostor = nullptr;
   void* send = nullptr;
   void* recv = nullptr;
+  void* impostorProgress = nullptr;
+  void* progress = nullptr;
   const auto until = Clock::now() + std::chrono::seconds(5);
-  while (!impostor && Clock::now() < until) CHECK_EQ(b->connect(0, wrong, copy, &impostor), ncclSuccess);
+  // The impostor connects first; its proof (with the wrong secret) goes once
+  // the listener sends it a challenge, which accept does.
+  while (!impostor && Clock::now() < until) {
+    CHECK_EQ(b->connect(0, wrong, handle, &impostorProgress, &impostor), ncclSuccess);
+    void* none = nullptr;
+    CHECK_EQ(b->accept(listen, &none), ncclSuccess);
+    CHECK(none == nullptr);
+  }
   while ((!send || !recv) && Clock::now() < until) {
-    if (!send) CHECK_EQ(b->connect(0, kSecret, handle, &send), ncclSuccess);
+    if (!send) CHECK_EQ(b->connect(0, kSecret, handle, &progress, &send), ncclSuccess);
     if (!recv) CHECK_EQ(b->accept(listen, &recv), ncclSuccess);
   }
   CHECK(send && recv);

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or n
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANTS = {"v11": ["-DPLUGIN_VERSION=11"], "v8": ["-DPLUGIN_VERSION=8"],
+            "silent": ["-DPLUGIN_VERSION=11", "-DSILENT_CLOSE"],
             "broken": ["-DPLUGIN_VERSION=11", "-DBROKEN_INIT"], "old": ["-DOLD_ONLY", "-Wno-unused-function"]}
 COLLECTIVES = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter",
                "sendrecv"]
@@ -97,3 +99,34 @@ def test_nccl_net_picks_a_backend_by_name(plugin, net, c_program):
     res = net.launch(worker, timeout=90, env=debug_env(NCCL_NET="NoSuchNet"))
     for r in res:
         assert r.returncode != 0 and "NCCL_NET=NoSuchNet names no network backend here" in r.stdout, r.stdout[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("variant", ["v11", "silent", None])
+def test_a_dead_peer_is_named_within_seconds_whatever_the_backend(plugin, net, c_program, variant):
+    # The control line says a peer died even where the backend never does
+    # ("silent": a receive from a dead peer never completes).
+    env = debug_env(**({"NCCL_NET_PLUGIN": plugin(variant)} if variant else {"NCCL_NET_PLUGIN": "none"}))
+    env.update(NCCL_COMM_ID=f"{net.hosts[0].ports[0].addr}:29641", ACCL_SECRET="x" * 32, PMI_SIZE="2")
+    procs = []
+    for rank, host in enumerate(net.hosts):
+        e = host.env(env)
+        e["PMI_RANK"] = str(rank)
+        procs.append(subprocess.Popen(host.cmd([str(c_program("rank_worker")), "pmi", "pmi", "1000003", "100000"]),
+                                      env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        seen = ""
+        while "rank 0: calling 2" not in seen:  # both ranks are in their loop of allreduces
+            line = procs[0].stdout.readline()
+            assert line, seen[-3000:]
+            seen += line
+        procs[1].kill()
+        t0 = time.monotonic()
+        out = seen + procs[0].communicate(timeout=60)[0]
+        assert procs[0].returncode == 10 + 6, out[-3000:]  # ncclRemoteError
+        assert time.monotonic() - t0 < 15, out[-3000:]
+        assert "rank 1" in out.split("FAILED", 1)[1], out[-3000:]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

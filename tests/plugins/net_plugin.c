@@ -5,6 +5,8 @@
  *   -DPLUGIN_VERSION=11 or 8   exports ncclNetPlugin_v11 or ncclNetPlugin_v8
  *   -DBROKEN_INIT              its init fails
  *   -DOLD_ONLY                 exports only ncclNetPlugin_v7 (which ACCL does not load)
+ *   -DSILENT_CLOSE             a peer's closing is never an error (as with some RDMA plugins): a
+ *                              receive from a dead peer just never completes
  * It logs through the logger it is given, and at each connection's close
  * how many bytes went through it ("AcclTestNet: closed ... N bytes"). */
 #define _GNU_SOURCE
@@ -169,7 +171,11 @@ static int move(struct comm* c, struct req* r) {
     }
     if (left > 0) {
       ssize_t k = c->send ? send(c->fd, p, left, MSG_NOSIGNAL) : recv(c->fd, p, left, 0);
+#ifdef SILENT_CLOSE
+      if (k == 0 && !c->send) return 1;
+#else
       if (k == 0 && !c->send) return 0;
+#endif
       if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       r->moved += (size_t)k;
       c->bytes += k;
@@ -226,7 +232,17 @@ static ncclResult_t iflush(void* c, int n, void** d, int* s, void** m, void** r)
 /* Only an older table's name: ACCL must refuse it and say which it has. */
 __attribute__((visibility("default"))) const int ncclNetPlugin_v7 = 7;
 #elif PLUGIN_VERSION == 11
-static ncclResult_t init11(ncclDebugLogger_t l, ncclProfilerCallback_t p) { (void)p; return init_common(l); }
+static int ctx11;  /* what init gives: listen and connect must get it back */
+static ncclResult_t init11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* cfg, ncclDebugLogger_t l,
+                           ncclProfilerCallback_t p) {
+  (void)commId, (void)cfg, (void)p;
+  *ctx = &ctx11;
+  return init_common(l);
+}
+static ncclResult_t listen11(void* ctx, int dev, void* h, void** l) {
+  if (ctx != &ctx11) return ncclInvalidArgument;
+  return do_listen(dev, h, l);
+}
 static ncclResult_t props11(int dev, ncclNetProperties_v11_t* p) {
   (void)dev;
   memset(p, 0, sizeof(*p));
@@ -238,8 +254,9 @@ static ncclResult_t props11(int dev, ncclNetProperties_v11_t* p) {
   p->maxRecvs = 1;
   return ncclSuccess;
 }
-static ncclResult_t connect11(int dev, ncclNetCommConfig_v11_t* cfg, void* h, void** s, ncclNetDeviceHandle_v11_t** d) {
-  (void)dev, (void)cfg, (void)d;
+static ncclResult_t connect11(void* ctx, int dev, void* h, void** s, ncclNetDeviceHandle_v11_t** d) {
+  (void)dev, (void)d;
+  if (ctx != &ctx11) return ncclInvalidArgument;
   return do_connect(h, s);
 }
 static ncclResult_t accept11(void* l, void** r, ncclNetDeviceHandle_v11_t** d) { (void)d; return do_accept(l, r); }
@@ -253,8 +270,8 @@ static ncclResult_t irecv11(void* c, int n, void** data, size_t* sizes, int* tag
   return post(c, data[0], sizes[0], m[0], r);
 }
 __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
-    "AcclTestNet", init11, devices, props11, do_listen, connect11, accept11, regMr, NULL, deregMr, isend11, irecv11,
-    iflush, test, close_comm, close_comm, close_listen, NULL, NULL, NULL, NULL};
+    "AcclTestNet", init11, devices, props11, listen11, connect11, accept11, regMr, NULL, deregMr, isend11, irecv11,
+    iflush, test, close_comm, close_comm, close_listen, NULL, NULL, NULL, NULL, NULL};
 #else
 static ncclResult_t init8(ncclDebugLogger_t l) { return init_common(l); }
 static ncclResult_t props8(int dev, ncclNetProperties_v8_t* p) {
