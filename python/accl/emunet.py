@@ -27,6 +27,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 
 PREFIX = "accl"  # of every namespace and bridge name this module makes
@@ -172,8 +173,21 @@ class EmuNet:
         self._shape_port(self.hosts[host], self.port(host, rail, plane), rate)
 
     def set_link(self, host: int, rail: int, plane: int, up: bool) -> None:
-        """Takes one port down (a failed link) or up again."""
-        _ip("-n", self.hosts[host].ns, "link", "set", self.port(host, rail, plane).ifname, "up" if up else "down")
+        """Takes one port down (a failed link) or up again; back up, it carries
+        traffic when this returns: its carrier is there (3 s at most), and no
+        host remembers its address as unreachable from while it was down."""
+        ns, ifname = self.hosts[host].ns, self.port(host, rail, plane).ifname
+        _ip("-n", ns, "link", "set", ifname, "up" if up else "down")
+        if not up:
+            return
+        until = time.monotonic() + 3
+        while time.monotonic() < until:
+            link = json.loads(_ip("-n", ns, "-j", "link", "show", ifname).stdout)[0]
+            if "LOWER_UP" in link.get("flags", []):
+                break
+            time.sleep(0.02)
+        for h in self.hosts:  # failed neighbour entries would refuse connections for a while
+            _ip("-n", h.ns, "neigh", "flush", "dev", self.port(h.index, rail, plane).ifname, check=False)
 
     def describe(self) -> dict:
         return {"tag": self.tag, "rate": self.rate, "bridges": self.bridges,
