@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -40,11 +41,14 @@
 namespace accl {
 namespace {
 
-// The control line's frames, two words each. A failing side sends
-// kAbortFrame and the rank whose failure caused it (so a rank downstream of
+// The control line's frames, three words each: what, an argument, and how
+// many messages the sender had sent by then. A failing side sends
+// kAbortFrame with the rank whose failure caused it (so a rank downstream of
 // a failure learns its cause); a sender that closes normally sends
-// kCloseFrame and how many messages it sent (so the receiver knows when it
-// has them all, whatever the backend says of a closed connection).
+// kCloseFrame (so the receiver knows when it has them all, whatever the
+// backend says of a closed connection). Either takes effect at the receiver
+// once it has that many messages: the line must not overtake the data, as a
+// frame in the data's own stream could not.
 constexpr uint32_t kAbortFrame = 0xffffffffu;
 constexpr uint32_t kCloseFrame = 0xfffffffeu;
 // A sleeping proxy looks at the abort flags this often (a stop wakes it at once).
@@ -53,6 +57,18 @@ constexpr int kIdleCheckMs = 20;
 // (hand-overs, failures, aborts and stops wake it at once).
 constexpr int kDrivenNapMs = 1;
 constexpr int kDataTag = 0;
+// How long an abort frame waits for the messages sent before it, and a
+// receiver whose peer died for those still on their way, once receives
+// stand ready and nothing comes (the backend lost them, or has no more).
+constexpr uint64_t kAbortDrainMs = 1000;
+constexpr uint64_t kDeadDrainMs = 100;
+// A proxy looks at its control line at least this often.
+constexpr uint64_t kCtrlCheckMs = 5;
+
+uint64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // This rank's device: ranks of one host take the devices in turn (local rank
 // i the i-th), so that each rank's traffic leaves through a NIC of its own.
@@ -85,7 +101,7 @@ class NetConnection : public Connection {
       proxy_.join();
     }
     if (isSend && data_ && !aborting) {  // a normal close: how many messages there were
-      const uint32_t frame[2] = {kCloseFrame, static_cast<uint32_t>(sent_)};
+      const uint32_t frame[3] = {kCloseFrame, 0, static_cast<uint32_t>(sent_)};
       (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (progress_) net_->cancelConnect(progress_);
@@ -111,8 +127,9 @@ class NetConnection : public Connection {
     NCCLCHECK(checkMemory());
     if (isSend) NCCLCHECK(net_->connect(dev_, comm_->bootstrap->secret(), handle_, &progress_, &data_));
     else NCCLCHECK(net_->accept(listen_, &data_));
-    if (!data_) {  // the peer, meanwhile, must not have failed or left
+    if (!data_) {  // the peer, meanwhile, must not have failed or left (no message has come: at once)
       if (peerSpoke() == Spoke::Nothing) return ncclSuccess;
+      if (abortPending_) fifoAbort(fifo.ctrl, abortCause_);
       WARN("rank %d: rank %d %s while its network connection %s this rank was being made", comm_->rank, peer,
            fifo.ctrl->abort.load() ? "failed" : "left", isSend ? "from" : "to");
       return ncclRemoteError;
@@ -138,8 +155,8 @@ class NetConnection : public Connection {
     wakeProxy();
     // A send proxy tells the peer why and closes; a receiver tells it now
     // (its proxy only reads) and closes, which the peer's send proxy sees.
-    if (!isSend) {
-      const uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
+    if (!isSend) {  // (a receiver sends no messages: the sender takes it at once)
+      const uint32_t frame[3] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load()), 0};
       (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
       shutdown(ctrl_, SHUT_RDWR);
     }
@@ -320,13 +337,14 @@ class NetConnection : public Connection {
       if (ctrlGot_ < sizeof(ctrlFrame_)) continue;
       ctrlGot_ = 0;
       if (ctrlFrame_[0] == kAbortFrame) {
-        const auto cause = static_cast<int32_t>(ctrlFrame_[1]);
-        fifoAbort(fifo.ctrl, cause >= 0 ? cause : peer);
+        abortPending_ = true;
+        abortCause_ = static_cast<int32_t>(ctrlFrame_[1]) >= 0 ? static_cast<int>(ctrlFrame_[1]) : peer;
+        abortAt_ = ctrlFrame_[2];
         return Spoke::Abort;
       }
       if (ctrlFrame_[0] == kCloseFrame) {
         peerClosed_ = true;
-        closeAt_ = ctrlFrame_[1];
+        closeAt_ = ctrlFrame_[2];
         return Spoke::Closed;
       }
       peerDied_ = true;  // junk: a peer that says this has nothing more to say
@@ -334,10 +352,26 @@ class NetConnection : public Connection {
     }
   }
 
+  // Whether the proxy looks at the control line now (a system call): when a
+  // wait saw it ready, else every kCtrlCheckMs, also while a rank drives.
+  bool ctrlDue() {
+    const uint64_t now = nowMs();
+    if (!ctrlReady_ && now - lastCtrlMs_ < kCtrlCheckMs) return false;
+    ctrlReady_ = false;
+    lastCtrlMs_ = now;
+    return true;
+  }
+
   void sendAbortFrame() {
     if (fifo.ctrl->abort.load() == 0 && comm_->abortFlag.load() == 0) return;  // a normal close
     Deadline dl(nullptr, 1);
-    const uint32_t frame[2] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load())};
+    uint64_t sent;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sent = sent_;
+    }
+    const uint32_t frame[3] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load()),
+                               static_cast<uint32_t>(sent)};
     (void)socketSend(ctrl_, frame, sizeof(frame), dl);
     shutdown(ctrl_, SHUT_RDWR);
   }
@@ -372,10 +406,12 @@ class NetConnection : public Connection {
         return;
       }
       // The receiver's word: an abort frame (then this one aborts too) or its going away.
-      if (ctrlReady_ || b.checkNow()) {
-        ctrlReady_ = false;
+      if (ctrlDue()) {
         const Spoke s = peerSpoke();
-        if (s == Spoke::Abort) continue;
+        if (s == Spoke::Abort) {
+          fifoAbort(fifo.ctrl, abortCause_);
+          continue;
+        }
         if (s == Spoke::Closed) {
           fifo.ctrl->peerGone.store(1);  // an error only for a sender that still waits on it
           return;
@@ -412,13 +448,40 @@ class NetConnection : public Connection {
     }
   }
 
+  // Whether the stream from the peer has ended for this receiver: an abort
+  // frame's messages are all here (the FIFO aborts), a close frame's too, or
+  // the peer died; where messages may still be on their way, once the
+  // receives have stood in free slots for a while and none came (`quiet`:
+  // the time since a message came or the FIFO was full).
+  bool streamEnded(uint64_t got) {
+    const uint64_t now = nowMs();
+    const bool roomy = got - fifo.ctrl->head.load(std::memory_order_acquire) < kSlots;
+    if (quietSinceMs_ == 0 || got != lastGot_ || !roomy) quietSinceMs_ = now;
+    lastGot_ = got;
+    const uint64_t quiet = now - quietSinceMs_;
+    if (abortPending_ && (got >= abortAt_ || quiet >= kAbortDrainMs)) {
+      fifoAbort(fifo.ctrl, abortCause_);
+      return true;
+    }
+    if (!abortPending_ && ((peerClosed_ && got >= closeAt_) || (peerDied_ && quiet >= kDeadDrainMs))) {
+      fifo.ctrl->peerGone.store(1);  // an error only for a wait that needs more than is here
+      return true;
+    }
+    return false;
+  }
+
   void recvLoop() {
     Backoff b;
     while (!stopping()) {
-      // The control line is looked at when a wait saw it ready, and now and
-      // then while the proxy spins (a system call each time).
-      if ((ctrlReady_ || b.checkNow()) && peerSpoke() == Spoke::Abort) return;
-      ctrlReady_ = false;
+      if (ctrlDue()) (void)peerSpoke();
+      if (abortPending_ || peerClosed_ || peerDied_) {
+        uint64_t g;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          g = got_;
+        }
+        if (streamEnded(g)) return;
+      }
       if (napWhileDriven()) {
         b.reset();
         continue;
@@ -434,18 +497,14 @@ class NetConnection : public Connection {
         // The backend's connection ended: the control line says why (an
         // abort frame), or that the peer left or died (then not an error,
         // unless someone waits for more).
-        if (!peerClosed_ && !peerDied_) {
+        if (!peerClosed_ && !peerDied_ && !abortPending_) {
           pollfd p = {ctrl_, POLLIN, 0};
           (void)poll(&p, 1, 100);
         }
         const Spoke why = peerSpoke();
-        if (why == Spoke::Closed) fifo.ctrl->peerGone.store(1);
-        if (why == Spoke::Nothing) fail("receiving from");
-        return;
-      }
-      // Every message the peer sent is here, or no more can come.
-      if ((peerClosed_ && got >= closeAt_) || (peerDied_ && m != Moved::Some)) {
-        fifo.ctrl->peerGone.store(1);
+        if (abortPending_) fifoAbort(fifo.ctrl, abortCause_);  // nothing more can come
+        else if (why == Spoke::Closed) fifo.ctrl->peerGone.store(1);
+        else fail("receiving from");
         return;
       }
       if (m == Moved::Some) {
@@ -485,12 +544,18 @@ class NetConnection : public Connection {
   uint64_t got_ = 0;       // recv: messages in slots (under mu_)
   bool broken_ = false;    // a failed request, or abandonFrom: no more moving (under mu_)
   // The control line, as its one reader (the set-up, then the proxy) sees it.
-  uint32_t ctrlFrame_[2] = {};
+  uint32_t ctrlFrame_[3] = {};
   size_t ctrlGot_ = 0;
   bool peerClosed_ = false;  // a close frame came: closeAt_ messages in all
   uint64_t closeAt_ = 0;
   bool peerDied_ = false;    // the line ended with no close frame
+  bool abortPending_ = false;  // an abort frame came: it takes effect at abortAt_ messages (abortDue)
+  int abortCause_ = -1;
+  uint64_t abortAt_ = 0;
+  uint64_t lastGot_ = 0;        // recv: what streamEnded saw last,
+  uint64_t quietSinceMs_ = 0;   // and since when no message came while there was room
   bool ctrlReady_ = false;   // the proxy's last wait saw the control line ready
+  uint64_t lastCtrlMs_ = 0;
   std::atomic<uint64_t> driven_{0};          // rank threads driving this connection (64 bits: fifoSleep's kind)
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
   std::atomic<bool> needProxy_{false};       // a driver met a failure only the proxy reports

@@ -148,6 +148,13 @@ def test_a_second_thread_later_than_self_wait_ms_is_refused_with_the_parameter_n
     assert "ACCL_SELF_WAIT_MS" in p.stderr and "ncclGroupStart/ncclGroupEnd" in p.stderr, p.stderr[-3000:]
 
 
+def test_an_abort_frame_waits_for_the_messages_sent_before_it(c_program):
+    # Across hosts the control line is not the data's stream: rank 0's abort
+    # frame may come while its last messages still wait in the backend.
+    p = run(c_program("net_abort_after_send"), env={"NCCL_DEBUG": "WARN"}, timeout=60)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr[-3000:]
+
+
 def _unused_uid():
     """A uid no process runs as: RLIMIT_NPROC counts every thread of the user."""
     used = set()
