@@ -8,6 +8,8 @@
 // (transport/net.cc) uses whichever netBackend() chose.
 #pragma once
 
+#include <poll.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -36,8 +38,13 @@ class NetBackend {
   virtual const char* name() const = 0;
   // The plugin interface version it came through (0: ACCL's own).
   virtual int version() const = 0;
+  // Physical devices: 0 to devices()-1. Merged ones (makeVDevice) come after.
   virtual int devices() = 0;
   virtual ncclResult_t properties(int dev, NetDeviceProps* out) = 0;
+  // A device that carries each connection over all of devs (up to 4, as NCCL
+  // merges a NIC's ports); the same set gives the same device. A backend that
+  // cannot merge says so (ncclInvalidUsage), without a WARN.
+  virtual ncclResult_t makeVDevice(const int* devs, int n, int* vdev) { return ncclInvalidUsage; }
   // The receiver's side: fills `handle` (kNetHandleBytes) for the sender.
   // `secret` (the communicator's, 32 bytes) is what a backend that can
   // authenticates its connections with; plugins ignore it.
@@ -61,9 +68,9 @@ class NetBackend {
   virtual ncclResult_t closeSend(void* sendComm) = 0;
   virtual ncclResult_t closeRecv(void* recvComm) = 0;
   virtual ncclResult_t closeListen(void* listenComm) = 0;
-  // A descriptor that becomes readable or writable when the comm can move
-  // (for a proxy to sleep on), or -1 where the backend has none (plugins).
-  virtual int waitFd(void* comm) const { return -1; }
+  // The descriptors (at most max, with their events) that a proxy may sleep
+  // on until the comm can move; -1 where the backend has none (plugins).
+  virtual int pollFds(void* comm, pollfd* fds, int max) const { return -1; }
 };
 
 // The backend of this process, chosen at the first call: an external plugin

@@ -63,6 +63,17 @@ class Plugin final : public NetBackend {
     out->maxRecvs = p.maxRecvs;
     return ncclSuccess;
   }
+  ncclResult_t makeVDevice(const int* devs, int n, int* vdev) override {
+    if constexpr (V >= 9) {
+      if (t_->makeVDevice && n >= 1 && n <= NCCL_NET_MAX_DEVS_PER_NIC_V9) {
+        ncclNetVDeviceProps_v9_t props{};
+        props.ndevs = n;
+        for (int i = 0; i < n; ++i) props.devs[i] = devs[i];
+        return t_->makeVDevice(vdev, &props);
+      }
+    }
+    return ncclInvalidUsage;  // v8, or a plugin that merges nothing
+  }
   ncclResult_t listen(int dev, const uint8_t*, void* handle, void** listenComm) override {
     if constexpr (V >= 11) return t_->listen(ctx_, dev, handle, listenComm);
     else return t_->listen(dev, handle, listenComm);

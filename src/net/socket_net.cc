@@ -1,17 +1,17 @@
 // ACCL's TCP backend ("Socket"): every interface NCCL_SOCKET_IFNAME selects
-// is a device. A connection is one TCP socket that leaves from its device's
-// address (bound, so that the kernel does not send every connection out of
-// one interface). It proves the communicator's secret before it is taken:
-// the listener sends each connection a random challenge, and the sender
-// answers with an HMAC of the handle's nonce and that challenge, so that a
-// stranger who reads the handle, or the answer on the wire, still cannot
-// connect. Messages are frames (size, tag, payload) that complete in order;
-// requests move when tested, without threads of their own.
+// is a device, and up to four of them can be merged into one (makeVDevice,
+// as NCCL merges the ports of a NIC). A connection is several TCP sockets
+// ("lanes", NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, else one per NIC),
+// lane j leaving from the j-th NIC of its device (bound, so that the kernel
+// does not send every lane out of one interface) to the peer's j-th NIC;
+// net/socket_stream.h moves messages over them. Each lane proves the
+// communicator's secret before it is taken: the listener sends it a random
+// challenge, and the sender answers with an HMAC of the handle's nonce, that
+// challenge and which lane of which connection it is, so that a stranger
+// who reads the handle, or an answer on the wire, still cannot connect.
 #include <fcntl.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,17 +20,21 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
+#include "base/check.h"
 #include "base/debug.h"
+#include "base/param.h"
 #include "base/sha256.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "net/net.h"
+#include "net/socket_stream.h"
 #include "plugin/nccl_net.h"
 
 namespace accl {
@@ -39,43 +43,99 @@ namespace {
 constexpr uint32_t kMagic = 0x746e6361;  // "acnt"
 constexpr char kLabel[] = "ACCL net connection";
 constexpr size_t kNonceBytes = 16;
-constexpr size_t kMaxPending = 16;  // connections being accepted whose proof has not come in full
-constexpr int kPendingGraceMs = 100;  // past this, a pending connection may be dropped for a newer one
+constexpr size_t kConnIdBytes = 8;
+constexpr int kMaxDevsPerNic = 4;  // NCCL_NET_MAX_DEVS_PER_NIC: the NICs one device may merge
+constexpr int kMaxLanes = 64;      // NCCL's most sockets per connection
+constexpr size_t kMaxPending = 2 * kMaxLanes;  // lanes being accepted whose proof has not come in full
+constexpr int kPendingGraceMs = 100;  // past this, a silent pending lane may be dropped for a newer one
 
-// The handle, as it travels: where to connect, and the listener's nonce.
+// An address as the handle carries it (the handle holds kMaxDevsPerNic of them in 128 bytes).
+struct WireAddr {
+  uint16_t family;
+  uint16_t port;  // network order
+  uint32_t scope;  // IPv6's interface
+  uint8_t ip[16];
+};
+
+WireAddr toWire(const SockAddr& a) {
+  WireAddr w{};
+  w.family = a.sa.sa_family;
+  if (a.sa.sa_family == AF_INET) {
+    w.port = a.sin.sin_port;
+    memcpy(w.ip, &a.sin.sin_addr, 4);
+  } else {
+    w.port = a.sin6.sin6_port;
+    w.scope = a.sin6.sin6_scope_id;
+    memcpy(w.ip, &a.sin6.sin6_addr, 16);
+  }
+  return w;
+}
+
+SockAddr fromWire(const WireAddr& w) {
+  SockAddr a{};
+  if (w.family == AF_INET) {
+    a.sin.sin_family = AF_INET;
+    a.sin.sin_port = w.port;
+    memcpy(&a.sin.sin_addr, w.ip, 4);
+  } else {
+    a.sin6.sin6_family = AF_INET6;
+    a.sin6.sin6_port = w.port;
+    a.sin6.sin6_scope_id = w.scope;
+    memcpy(&a.sin6.sin6_addr, w.ip, 16);
+  }
+  return a;
+}
+
+// The handle, as it travels: the listener's nonce and where to connect, one
+// address per NIC of its device.
 struct Handle {
   uint32_t magic;
-  uint32_t dev;
-  SockAddr addr;
+  uint32_t nics;
   uint8_t nonce[kNonceBytes];
+  WireAddr addr[kMaxDevsPerNic];
 };
 static_assert(sizeof(Handle) <= kNetHandleBytes, "a handle is at most NCCL_NET_HANDLE_MAXSIZE bytes");
 
+// A lane's first bytes: which lane of which connection, and the proof.
 struct Proof {
   uint32_t magic;
+  uint16_t lane;
+  uint16_t lanes;
+  uint8_t connId[kConnIdBytes];
   uint8_t mac[kSha256Bytes];
 };
 
-// HMAC-SHA256(secret, label | nonce | challenge): bound to this listener and
-// to this one connection, so that it proves nothing anywhere else.
-void proofOf(const uint8_t* secret, const uint8_t* nonce, const uint8_t* challenge, Proof* p) {
-  uint8_t msg[sizeof(kLabel) + 2 * kNonceBytes];
-  memcpy(msg, kLabel, sizeof(kLabel));
-  memcpy(msg + sizeof(kLabel), nonce, kNonceBytes);
-  memcpy(msg + sizeof(kLabel) + kNonceBytes, challenge, kNonceBytes);
-  p->magic = kMagic;
+// HMAC-SHA256(secret, label | nonce | challenge | connId | lane | lanes):
+// bound to this listener, this lane and this one TCP connection, so that it
+// proves nothing anywhere else.
+void sign(const uint8_t* secret, const uint8_t* nonce, const uint8_t* challenge, Proof* p) {
+  uint8_t msg[sizeof(kLabel) + 2 * kNonceBytes + kConnIdBytes + 4];
+  uint8_t* m = msg;
+  memcpy(m, kLabel, sizeof(kLabel));
+  memcpy(m += sizeof(kLabel), nonce, kNonceBytes);
+  memcpy(m += kNonceBytes, challenge, kNonceBytes);
+  memcpy(m += kNonceBytes, p->connId, kConnIdBytes);
+  memcpy(m += kConnIdBytes, &p->lane, 2);
+  memcpy(m + 2, &p->lanes, 2);
   hmacSha256(secret, kSecretBytes, msg, sizeof(msg), p->mac);
 }
 
+// One lane of a connection being made (the sender's side).
+struct LaneConnecting {
+  int fd = -1;
+  SockAddr to{};
+  uint8_t challenge[kNonceBytes];
+  size_t got = 0;   // of the challenge
+  Proof proof{};
+  size_t sent = 0;  // of the proof
+};
+
 // A sender's connection being made (connect's progress).
 struct Connecting {
-  int fd = -1;
-  uint8_t challenge[kNonceBytes];
-  size_t got = 0;    // of the challenge
-  Proof proof{};
-  size_t sent = 0;   // of the proof
+  std::vector<LaneConnecting> lanes;
   ~Connecting() {
-    if (fd >= 0) close(fd);
+    for (LaneConnecting& l : lanes)
+      if (l.fd >= 0) close(l.fd);
   }
 };
 
@@ -84,31 +144,7 @@ uint64_t nowMs() {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-struct Comm;
-struct Request {
-  Comm* comm;
-  char* data;
-  size_t size;       // send: the payload; recv: the most it may take
-  uint32_t tag;      // what the frame must carry (messages match in order)
-  uint32_t head[2];  // the frame's size and tag, as sent or received
-  size_t moved = 0;  // bytes of the frame (head, then payload) moved so far
-  bool complete = false;
-};
-
-struct Comm {
-  Comm(int fd, bool send) : fd(fd), send(send) {}
-  int fd;
-  bool send;
-  bool broken = false;
-  std::deque<Request*> queue;      // in the order they were made; the front one moves first
-  std::vector<Request*> finished;  // complete, not yet tested (freed with the comm if never)
-  ~Comm() {
-    for (Request* r : queue) delete r;
-    for (Request* r : finished) delete r;
-    close(fd);
-  }
-};
-
+// A lane being accepted: challenged, its proof coming.
 struct Pending {
   int fd;
   uint64_t sinceMs;
@@ -117,66 +153,28 @@ struct Pending {
   Proof proof{};
 };
 
+// The lanes of one connection that have proved themselves, until all are there.
+struct Arriving {
+  std::vector<int> fds;  // by lane (-1: not yet)
+  int count = 0;
+};
+
 struct Listen {
-  int fd;
+  std::vector<int> fds;  // one per NIC of the device
   uint8_t nonce[kNonceBytes];
   uint8_t secret[kSecretBytes];
   std::vector<Pending> pending;
+  std::map<std::vector<uint8_t>, Arriving> arriving;  // by connection id
   ~Listen() {
     for (Pending& p : pending) close(p.fd);
-    close(fd);
+    for (auto& a : arriving)
+      for (int fd : a.second.fds)
+        if (fd >= 0) close(fd);
+    for (int fd : fds) close(fd);
   }
 };
 
 bool wouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
-
-// Moves one request's frame as far as the socket allows now. False: the
-// connection broke (or the peer sent what no request can take).
-bool move(Request* r) {
-  Comm& c = *r->comm;
-  const size_t headBytes = sizeof(r->head);
-  while (!r->complete) {
-    if (c.send) {
-      const size_t total = headBytes + r->size;
-      iovec iov[2];
-      int n = 0;
-      if (r->moved < headBytes) iov[n++] = {reinterpret_cast<char*>(r->head) + r->moved, headBytes - r->moved};
-      const size_t off = r->moved > headBytes ? r->moved - headBytes : 0;
-      if (r->size > off) iov[n++] = {r->data + off, r->size - off};
-      msghdr m{};
-      m.msg_iov = iov;
-      m.msg_iovlen = n;
-      const ssize_t k = sendmsg(c.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (k < 0) return wouldBlock();
-      r->moved += static_cast<size_t>(k);
-      r->complete = r->moved == total;
-      if (!r->complete && k == 0) return true;
-      continue;
-    }
-    if (r->moved < headBytes) {
-      const ssize_t k = recv(c.fd, reinterpret_cast<char*>(r->head) + r->moved, headBytes - r->moved, MSG_DONTWAIT);
-      if (k == 0) return false;  // closed
-      if (k < 0) return wouldBlock();
-      r->moved += static_cast<size_t>(k);
-      if (r->moved < headBytes) continue;
-      if (r->head[0] > r->size || r->head[1] != r->tag) {
-        WARN("NET/Socket: a message of %u bytes with tag %u came where one of at most %zu bytes with tag %u was "
-             "expected", r->head[0], r->head[1], r->size, r->tag);
-        return false;
-      }
-    }
-    const size_t total = headBytes + r->head[0];
-    if (r->moved < total) {
-      const ssize_t k = recv(c.fd, r->data + (r->moved - headBytes), total - r->moved, MSG_DONTWAIT);
-      if (k == 0) return false;
-      if (k < 0) return wouldBlock();
-      r->moved += static_cast<size_t>(k);
-    }
-    r->complete = r->moved == total;
-    if (!r->complete) return true;
-  }
-  return true;
-}
 
 void tune(int fd) {
   int one = 1;
@@ -189,6 +187,28 @@ int linkSpeed(const std::string& ifname) {
   std::ifstream f("/sys/class/net/" + ifname + "/speed");
   int mbps = 0;
   return (f >> mbps) && mbps > 0 ? mbps : 0;
+}
+
+// Lanes per connection: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD where
+// either is set (NCCL's ranges: 1-16, 1-64, at most 64 in all), else one per
+// NIC of the device, which the measurements found enough to fill each
+// (docs/perf.md). ACCL moves every lane from the thread that drives the
+// connection (its proxy, or the rank waiting on it): no threads of its own.
+int lanesFor(int nics) {
+  const int64_t threads = paramInt(Param::SocketNthreads), socks = paramInt(Param::NsocksPerthread);
+  if (threads <= 0 && socks <= 0) return nics;
+  const int64_t t = std::min<int64_t>(std::max<int64_t>(threads, 1), 16);
+  const int64_t k = std::min<int64_t>(std::max<int64_t>(socks, 1), 64);
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    if (t != std::max<int64_t>(threads, 1) || k != std::max<int64_t>(socks, 1) || t * k > kMaxLanes)
+      WARN("NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld: threads 1-16, sockets per thread 1-64, at most "
+           "%d sockets in all; using %lld", static_cast<long long>(threads), static_cast<long long>(socks), kMaxLanes,
+           static_cast<long long>(std::min<int64_t>(t * k, kMaxLanes)));
+    INFO(kInit | kNet, "NET/Socket: %lld socket(s) per connection, moved by the thread that drives it",
+         static_cast<long long>(std::min<int64_t>(t * k, kMaxLanes)));
+  });
+  return static_cast<int>(std::min<int64_t>(t * k, kMaxLanes));
 }
 
 class SocketNet final : public NetBackend {
@@ -211,16 +231,39 @@ class SocketNet final : public NetBackend {
     return static_cast<int>(ifs_.size());
   }
 
+  ncclResult_t makeVDevice(const int* devs, int n, int* vdev) override {
+    const int phys = devices();
+    if (n < 1 || n > kMaxDevsPerNic) {
+      WARN("NET/Socket: a merged device has 1 to %d devices, not %d", kMaxDevsPerNic, n);
+      return ncclInvalidArgument;
+    }
+    std::vector<int> nics(devs, devs + n);
+    for (int i = 0; i < n; ++i)
+      if (devs[i] < 0 || devs[i] >= phys || std::count(devs, devs + n, devs[i]) > 1) {
+        WARN("NET/Socket: cannot merge device %d (%d device(s), each at most once)", devs[i], phys);
+        return ncclInvalidArgument;
+      }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(merged_.begin(), merged_.end(), nics);
+    if (it == merged_.end()) it = merged_.insert(merged_.end(), nics);
+    *vdev = phys + static_cast<int>(it - merged_.begin());
+    return ncclSuccess;
+  }
+
   ncclResult_t properties(int dev, NetDeviceProps* out) override {
-    if (!valid(dev)) return ncclInvalidArgument;
-    const NetIf& i = ifs_[dev];
+    std::vector<int> nics;
+    if (!nicsOf(dev, &nics)) return ncclInvalidArgument;
     *out = NetDeviceProps();
-    out->name = i.name;
+    for (int i : nics) {
+      const NetIf& f = ifs_[i];
+      out->name += (out->name.empty() ? "" : "+") + f.name;
+      out->speedMbps += linkSpeed(f.name);
+    }
     char path[PATH_MAX];
-    if (realpath(("/sys/class/net/" + i.name + "/device").c_str(), path)) out->pciPath = path;
+    if (nics.size() == 1 && realpath(("/sys/class/net/" + ifs_[nics[0]].name + "/device").c_str(), path))
+      out->pciPath = path;
     out->guid = static_cast<uint64_t>(dev);
     out->ptrSupport = NCCL_PTR_HOST;
-    out->speedMbps = linkSpeed(i.name);
     out->maxComms = 65536;
     out->maxRecvs = 1;
     return ncclSuccess;
@@ -228,28 +271,24 @@ class SocketNet final : public NetBackend {
 
   ncclResult_t listen(int dev, const uint8_t* secret, void* handle, void** listenComm) override {
     *listenComm = nullptr;
-    if (!valid(dev)) return ncclInvalidArgument;
+    std::vector<int> nics;
+    if (!nicsOf(dev, &nics)) return ncclInvalidArgument;
     auto* h = static_cast<Handle*>(handle);
     memset(h, 0, kNetHandleBytes);
-    auto* l = new Listen();
-    int fd = -1;
-    const ncclResult_t r = socketListen(ifs_[dev].addr, &fd, &h->addr);
-    if (r != ncclSuccess) {
-      l->fd = -1;
-      delete l;
-      return r;
+    std::unique_ptr<Listen> l(new Listen());
+    for (int i : nics) {
+      int fd = -1;
+      SockAddr bound{};
+      NCCLCHECK(socketListen(ifs_[i].addr, &fd, &bound));
+      l->fds.push_back(fd);
+      tune(fd);
+      h->addr[h->nics++] = toWire(bound);
     }
-    l->fd = fd;
-    tune(fd);
-    if (randomBytes(l->nonce, kNonceBytes) != ncclSuccess) {
-      delete l;
-      return ncclSystemError;
-    }
+    if (randomBytes(l->nonce, kNonceBytes) != ncclSuccess) return ncclSystemError;
     memcpy(l->secret, secret, kSecretBytes);
     h->magic = kMagic;
-    h->dev = static_cast<uint32_t>(dev);
     memcpy(h->nonce, l->nonce, kNonceBytes);
-    *listenComm = l;
+    *listenComm = l.release();
     return ncclSuccess;
   }
 
@@ -257,58 +296,32 @@ class SocketNet final : public NetBackend {
     *sendComm = nullptr;
     const auto* h = static_cast<const Handle*>(handle);
     auto* c = static_cast<Connecting*>(*progress);
-    if (!c) {  // start: a socket bound to this side's device, connecting without blocking
-      if (h->magic != kMagic) {
+    if (!c) {
+      if (h->magic != kMagic || h->nics < 1 || h->nics > kMaxDevsPerNic) {
         WARN("NET/Socket: the handle to connect to is not one of ACCL's socket backend (magic 0x%x)", h->magic);
         return ncclInvalidArgument;
       }
-      if (!valid(dev)) return ncclInvalidArgument;
-      const int fd = socket(h->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (fd < 0) {
-        WARN("NET/Socket: socket() failed: %s", strerror(errno));
-        return ncclSystemError;
-      }
+      std::vector<int> nics;
+      if (!nicsOf(dev, &nics)) return ncclInvalidArgument;
       *progress = c = new Connecting();
-      c->fd = fd;
-      int one = 1;  // the port is chosen at connect, per destination: binding does not use one up
-      setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-      SockAddr local = ifs_[dev].addr;
-      if (local.sa.sa_family == h->addr.sa.sa_family && bind(fd, &local.sa, addrLen(local)) != 0) {
-        WARN("NET/Socket: cannot leave from %s (%s): %s", ifs_[dev].name.c_str(), addrToString(local).c_str(),
-             strerror(errno));
-        return ncclSystemError;
-      }
-      if (::connect(fd, &h->addr.sa, addrLen(h->addr)) != 0 && errno != EINPROGRESS) {
-        WARN("NET/Socket: connect to %s failed: %s", addrToString(h->addr).c_str(), strerror(errno));
-        return ncclRemoteError;
-      }
+      NCCLCHECK(startLanes(nics, *h, c));
     }
-    while (c->got < kNonceBytes) {  // the listener's challenge (also: the connection is up)
-      const ssize_t k = recv(c->fd, c->challenge + c->got, kNonceBytes - c->got, MSG_DONTWAIT);
-      if (k < 0 && (wouldBlock() || errno == ENOTCONN)) return ncclSuccess;
-      if (k <= 0) {
-        WARN("NET/Socket: connecting to %s failed: %s", addrToString(h->addr).c_str(),
-             k == 0 ? "the listener closed the connection" : strerror(errno));
-        return ncclRemoteError;
-      }
-      c->got += static_cast<size_t>(k);
-      if (c->got == kNonceBytes) proofOf(secret, h->nonce, c->challenge, &c->proof);
+    bool all = true;
+    for (LaneConnecting& l : c->lanes) {
+      bool done = false;
+      NCCLCHECK(advance(secret, *h, &l, &done));
+      all = all && done;
     }
-    while (c->sent < sizeof(c->proof)) {
-      const ssize_t k = send(c->fd, reinterpret_cast<char*>(&c->proof) + c->sent, sizeof(c->proof) - c->sent,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (k < 0 && wouldBlock()) return ncclSuccess;
-      if (k < 0) {
-        WARN("NET/Socket: sending to %s failed: %s", addrToString(h->addr).c_str(), strerror(errno));
-        return ncclRemoteError;
-      }
-      c->sent += static_cast<size_t>(k);
+    if (!all) return ncclSuccess;
+    std::vector<int> fds;
+    for (LaneConnecting& l : c->lanes) {
+      tune(l.fd);
+      fds.push_back(l.fd);
+      l.fd = -1;
     }
-    tune(c->fd);
-    *sendComm = new Comm(c->fd, true);
-    c->fd = -1;
     delete c;
     *progress = nullptr;
+    *sendComm = new SocketStream(std::move(fds), true);
     return ncclSuccess;
   }
   void cancelConnect(void* progress) override { delete static_cast<Connecting*>(progress); }
@@ -316,34 +329,7 @@ class SocketNet final : public NetBackend {
   ncclResult_t accept(void* listenComm, void** recvComm) override {
     *recvComm = nullptr;
     Listen& l = *static_cast<Listen*>(listenComm);
-    const uint64_t now = nowMs();
-    for (;;) {  // take what the backlog holds, each with a challenge of its own
-      const int fd = accept4(l.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) {
-        if (!wouldBlock() && errno != ECONNABORTED)
-          WARN("NET/Socket: accepting a connection failed: %s", strerror(errno));
-        break;
-      }
-      if (l.pending.size() == kMaxPending) {  // a flood: a connection silent past the grace goes, else this one
-        auto old = std::find_if(l.pending.begin(), l.pending.end(),
-                                [&](const Pending& p) { return p.got == 0 && now - p.sinceMs >= kPendingGraceMs; });
-        if (old == l.pending.end()) {
-          close(fd);
-          continue;
-        }
-        close(old->fd);
-        l.pending.erase(old);
-      }
-      Pending p{};
-      p.fd = fd;
-      p.sinceMs = now;
-      if (randomBytes(p.challenge, kNonceBytes) != ncclSuccess ||
-          send(fd, p.challenge, kNonceBytes, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(kNonceBytes)) {
-        close(fd);  // a new socket takes 16 bytes at once; one that does not is of no use
-        continue;
-      }
-      l.pending.push_back(p);
-    }
+    takeBacklog(&l);
     for (size_t i = 0; i < l.pending.size();) {
       Pending& p = l.pending[i];
       const ssize_t k = recv(p.fd, reinterpret_cast<char*>(&p.proof) + p.got, sizeof(p.proof) - p.got, MSG_DONTWAIT);
@@ -353,9 +339,11 @@ class SocketNet final : public NetBackend {
       }
       if (k > 0) p.got += static_cast<size_t>(k);
       if (k > 0 && p.got < sizeof(p.proof)) continue;
-      Proof want;
-      proofOf(l.secret, l.nonce, p.challenge, &want);
-      const bool ok = k > 0 && p.proof.magic == kMagic && secretEqual(p.proof.mac, want.mac);
+      Proof want = p.proof;
+      sign(l.secret, l.nonce, p.challenge, &want);
+      const Proof got = p.proof;  // p goes below
+      const bool ok = k > 0 && got.magic == kMagic && secretEqual(got.mac, want.mac) && got.lanes >= 1 &&
+                      got.lanes <= kMaxLanes && got.lane < got.lanes;
       const int fd = p.fd;
       l.pending.erase(l.pending.begin() + static_cast<long>(i));
       if (!ok) {  // a stranger, or a peer gone before it proved anything
@@ -363,8 +351,19 @@ class SocketNet final : public NetBackend {
         close(fd);
         continue;
       }
+      Arriving& a = l.arriving[std::vector<uint8_t>(got.connId, got.connId + kConnIdBytes)];
+      if (a.fds.empty()) a.fds.assign(got.lanes, -1);
+      if (a.fds.size() != got.lanes || a.fds[got.lane] >= 0) {  // only a peer with the secret gets here
+        WARN("NET/Socket: a connection's lane %u of %u came twice, or with another count", got.lane, got.lanes);
+        close(fd);
+        return ncclRemoteError;
+      }
       tune(fd);
-      *recvComm = new Comm(fd, false);
+      a.fds[got.lane] = fd;
+      if (++a.count < static_cast<int>(a.fds.size())) continue;
+      std::vector<int> fds = std::move(a.fds);
+      l.arriving.erase(std::vector<uint8_t>(got.connId, got.connId + kConnIdBytes));
+      *recvComm = new SocketStream(std::move(fds), false);
       return ncclSuccess;
     }
     return ncclSuccess;
@@ -381,67 +380,151 @@ class SocketNet final : public NetBackend {
   ncclResult_t deregMr(void*, void*) override { return ncclSuccess; }
 
   ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void*, void** request) override {
-    return post(static_cast<Comm*>(sendComm), static_cast<char*>(data), size, tag, request);
+    return static_cast<SocketStream*>(sendComm)->post(static_cast<char*>(data), size, static_cast<uint32_t>(tag),
+                                                      request);
   }
   ncclResult_t irecv(void* recvComm, void* data, size_t size, int tag, void*, void** request) override {
-    return post(static_cast<Comm*>(recvComm), static_cast<char*>(data), size, tag, request);
+    return static_cast<SocketStream*>(recvComm)->post(static_cast<char*>(data), size, static_cast<uint32_t>(tag),
+                                                      request);
   }
-
   ncclResult_t test(void* request, int* done, size_t* size) override {
-    auto* r = static_cast<Request*>(request);
-    Comm& c = *r->comm;
-    *done = 0;
-    while (!r->complete && !c.broken && !c.queue.empty()) {  // up to r: no system call for the ones after it
-      Request* front = c.queue.front();
-      if (!move(front)) c.broken = true;
-      if (!front->complete) break;
-      c.queue.pop_front();
-      c.finished.push_back(front);
-    }
-    if (!r->complete) return c.broken ? ncclRemoteError : ncclSuccess;
-    *done = 1;
-    if (size) *size = c.send ? r->size : r->head[0];
-    c.finished.erase(std::find(c.finished.begin(), c.finished.end(), r));
-    delete r;
-    return ncclSuccess;
+    return SocketStream::test(request, done, size);
   }
 
   ncclResult_t closeSend(void* sendComm) override {
-    delete static_cast<Comm*>(sendComm);
+    delete static_cast<SocketStream*>(sendComm);
     return ncclSuccess;
   }
   ncclResult_t closeRecv(void* recvComm) override {
-    delete static_cast<Comm*>(recvComm);
+    delete static_cast<SocketStream*>(recvComm);
     return ncclSuccess;
   }
   ncclResult_t closeListen(void* listenComm) override {
     delete static_cast<Listen*>(listenComm);
     return ncclSuccess;
   }
-  int waitFd(void* comm) const override { return static_cast<Comm*>(comm)->fd; }
+  int pollFds(void* comm, pollfd* fds, int max) const override {
+    return static_cast<const SocketStream*>(comm)->pollFds(fds, max);
+  }
 
  private:
-  bool valid(int dev) {
-    if (dev >= 0 && dev < devices()) return true;
-    WARN("NET/Socket: device %d does not exist (%d device(s): NCCL_SOCKET_IFNAME)", dev, devices());
+  // The interfaces of device `dev` (one, or a merged device's).
+  bool nicsOf(int dev, std::vector<int>* out) {
+    const int phys = devices();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dev >= 0 && dev < phys) {
+      *out = {dev};
+      return true;
+    }
+    if (dev >= phys && dev - phys < static_cast<int>(merged_.size())) {
+      *out = merged_[dev - phys];
+      return true;
+    }
+    WARN("NET/Socket: device %d does not exist (%d device(s): NCCL_SOCKET_IFNAME; %zu merged)", dev, phys,
+         merged_.size());
     return false;
   }
 
-  ncclResult_t post(Comm* c, char* data, size_t size, int tag, void** request) {
-    *request = nullptr;
-    if (c->broken) return ncclRemoteError;
-    if (size > UINT32_MAX) return ncclInvalidArgument;
-    if (c->queue.size() >= NCCL_NET_MAX_REQUESTS) return ncclSuccess;  // would block: call again
-    const auto t = static_cast<uint32_t>(tag);
-    auto* r = new Request{c, data, size, t, {static_cast<uint32_t>(size), t}};
-    c->queue.push_back(r);
-    *request = r;
+  // Every lane's socket, bound to its NIC, connecting without blocking.
+  ncclResult_t startLanes(const std::vector<int>& nics, const Handle& h, Connecting* c) {
+    const int lanes = std::max(lanesFor(static_cast<int>(nics.size())), 1);
+    uint8_t connId[kConnIdBytes];
+    NCCLCHECK(randomBytes(connId, kConnIdBytes));
+    c->lanes.resize(lanes);
+    for (int j = 0; j < lanes; ++j) {
+      LaneConnecting& l = c->lanes[j];
+      l.to = fromWire(h.addr[j % h.nics]);
+      l.proof.magic = kMagic;
+      l.proof.lane = static_cast<uint16_t>(j);
+      l.proof.lanes = static_cast<uint16_t>(lanes);
+      memcpy(l.proof.connId, connId, kConnIdBytes);
+      const NetIf& from = ifs_[nics[j % nics.size()]];
+      l.fd = socket(l.to.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (l.fd < 0) {
+        WARN("NET/Socket: socket() failed: %s", strerror(errno));
+        return ncclSystemError;
+      }
+      int one = 1;  // the port is chosen at connect, per destination: binding does not use one up
+      setsockopt(l.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+      if (from.addr.sa.sa_family == l.to.sa.sa_family && bind(l.fd, &from.addr.sa, addrLen(from.addr)) != 0) {
+        WARN("NET/Socket: cannot leave from %s (%s): %s", from.name.c_str(), addrToString(from.addr).c_str(),
+             strerror(errno));
+        return ncclSystemError;
+      }
+      if (::connect(l.fd, &l.to.sa, addrLen(l.to)) != 0 && errno != EINPROGRESS) {
+        WARN("NET/Socket: connect from %s to %s failed: %s", from.name.c_str(), addrToString(l.to).c_str(),
+             strerror(errno));
+        return ncclRemoteError;
+      }
+    }
     return ncclSuccess;
+  }
+
+  // One lane's handshake as far as it goes now: the listener's challenge
+  // (which also says the connection is up), then the proof.
+  static ncclResult_t advance(const uint8_t* secret, const Handle& h, LaneConnecting* l, bool* done) {
+    *done = false;
+    while (l->got < kNonceBytes) {
+      const ssize_t k = recv(l->fd, l->challenge + l->got, kNonceBytes - l->got, MSG_DONTWAIT);
+      if (k < 0 && (wouldBlock() || errno == ENOTCONN)) return ncclSuccess;
+      if (k <= 0) {
+        WARN("NET/Socket: connecting to %s failed: %s", addrToString(l->to).c_str(),
+             k == 0 ? "the listener closed the connection" : strerror(errno));
+        return ncclRemoteError;
+      }
+      l->got += static_cast<size_t>(k);
+      if (l->got == kNonceBytes) sign(secret, h.nonce, l->challenge, &l->proof);
+    }
+    while (l->sent < sizeof(l->proof)) {
+      const ssize_t k = send(l->fd, reinterpret_cast<char*>(&l->proof) + l->sent, sizeof(l->proof) - l->sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k < 0 && wouldBlock()) return ncclSuccess;
+      if (k < 0) {
+        WARN("NET/Socket: sending to %s failed: %s", addrToString(l->to).c_str(), strerror(errno));
+        return ncclRemoteError;
+      }
+      l->sent += static_cast<size_t>(k);
+    }
+    *done = true;
+    return ncclSuccess;
+  }
+
+  // Takes what the listeners' backlogs hold, each lane with a challenge of its
+  // own. At most kMaxPending wait for their proof: a lane silent past the
+  // grace goes for a new one; else the rest stay in the backlog for now.
+  static void takeBacklog(Listen* l) {
+    const uint64_t now = nowMs();
+    for (int lfd : l->fds)
+      for (;;) {
+        if (l->pending.size() == kMaxPending) {
+          auto old = std::find_if(l->pending.begin(), l->pending.end(),
+                                  [&](const Pending& p) { return p.got == 0 && now - p.sinceMs >= kPendingGraceMs; });
+          if (old == l->pending.end()) return;
+          close(old->fd);
+          l->pending.erase(old);
+        }
+        const int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+          if (!wouldBlock() && errno != ECONNABORTED)
+            WARN("NET/Socket: accepting a connection failed: %s", strerror(errno));
+          break;
+        }
+        Pending p{};
+        p.fd = fd;
+        p.sinceMs = now;
+        if (randomBytes(p.challenge, kNonceBytes) != ncclSuccess ||
+            send(fd, p.challenge, kNonceBytes, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(kNonceBytes)) {
+          close(fd);  // a new socket takes 16 bytes at once; one that does not is of no use
+          continue;
+        }
+        l->pending.push_back(p);
+      }
   }
 
   std::mutex mu_;
   bool probed_ = false;
   std::vector<NetIf> ifs_;
+  std::vector<std::vector<int>> merged_;  // device ifs_.size() + i merges merged_[i]
 };
 
 }  // namespace

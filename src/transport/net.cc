@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -70,18 +71,32 @@ uint64_t nowMs() {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// This rank's device: ranks of one host take the devices in turn (local rank
-// i the i-th), so that each rank's traffic leaves through a NIC of its own.
-int deviceOf(const ncclComm* comm, int ndev) {
-  int local = 0;
-  for (int r = 0; r < comm->rank; ++r) local += comm->peers[r].hostHash == comm->peers[comm->rank].hostHash;
-  return ndev > 0 ? local % ndev : 0;
+// This rank's device. Ranks of one host take the devices in turn (local rank
+// i the i-th), so that each rank's traffic leaves through a NIC of its own;
+// where a host has more devices than ranks, each rank merges its share (up
+// to 4: devices i, i + L, ... of L local ranks) into one, whose connections
+// spread over all of them, where the backend can merge.
+int deviceOf(const ncclComm* comm, NetBackend* net) {
+  const int ndev = net->devices();
+  int local = 0, locals = 0;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (comm->peers[r].hostHash == comm->peers[comm->rank].hostHash) {
+      local += r < comm->rank;
+      ++locals;
+    }
+  if (ndev <= 0) return 0;
+  if (locals >= ndev) return local % ndev;
+  int devs[4], n = 0;
+  for (int d = local; d < ndev && n < 4; d += locals) devs[n++] = d;
+  int vdev = -1;
+  if (n == 1 || net->makeVDevice(devs, n, &vdev) != ncclSuccess) return local;
+  return vdev;
 }
 
 class NetConnection : public Connection {
  public:
   NetConnection(ncclComm* comm, NetBackend* net, int ctrl, bool send, int peer)
-      : comm_(comm), net_(net), ctrl_(ctrl), dev_(deviceOf(comm, net->devices())) {
+      : comm_(comm), net_(net), ctrl_(ctrl), dev_(deviceOf(comm, net)) {
     isSend = send;
     this->peer = peer;
     kind = "net";
@@ -309,12 +324,21 @@ class NetConnection : public Connection {
   // Waits (unlocked) until the backend may move again, the control line
   // speaks, or a wake or stop; while a rank thread drives, until it stops.
   // Whether the control line has something to say (ctrlReady_).
-  void waitMoving(short events) {
+  void waitMoving() {
     if (napWhileDriven()) return;
-    // The control line once it closed would always be ready: left out.
-    pollfd p[2] = {{net_->waitFd(data_), events, 0}, {peerClosed_ || peerDied_ ? -1 : ctrl_, POLLIN, 0}};
-    (void)poll(p, 2, p[0].fd >= 0 ? kIdleCheckMs : 1);  // a backend without a descriptor is polled every 1 ms
-    if (p[1].revents) ctrlReady_ = true;
+    // The backend's descriptors, then the control line (left out once it
+    // closed: it would always be ready).
+    constexpr int kMaxFds = 65;
+    pollfd p[kMaxFds];
+    int n;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // the backend's state is the mover's
+      n = net_->pollFds(data_, p, kMaxFds - 1);
+    }
+    const int k = std::max(n, 0);
+    p[k] = {peerClosed_ || peerDied_ ? -1 : ctrl_, POLLIN, 0};
+    (void)poll(p, k + 1, n >= 0 ? kIdleCheckMs : 1);  // a backend without descriptors is polled every 1 ms
+    if (p[k].revents) ctrlReady_ = true;
   }
 
   // The control line, read as it comes (the proxy's, or the set-up's): an
@@ -437,7 +461,7 @@ class NetConnection : public Connection {
         continue;
       }
       if (fifo.ctrl->tail.load(std::memory_order_acquire) > sent) {  // posted, not yet gone
-        waitMoving(POLLOUT);
+        waitMoving();
       } else if (b.napping()) {  // idle: asleep until the sender posts (or stop wakes it)
         FifoSleepSet s;
         s.tail(fifo.ctrl, sent);
@@ -513,7 +537,7 @@ class NetConnection : public Connection {
       }
       const uint64_t head = fifo.ctrl->head.load(std::memory_order_acquire);
       if (got - head < kSlots) {  // room: wait for the wire
-        waitMoving(POLLIN);
+        waitMoving();
       } else if (b.napping()) {  // full: asleep until the receiver drains a slot (or stop wakes it)
         FifoSleepSet s;
         s.head(fifo.ctrl, head);

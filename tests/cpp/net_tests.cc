@@ -9,8 +9,10 @@
 
 #include "test_harness.h"
 
+#include "base/param.h"
 #include "bootstrap/socket.h"
 #include "net/net.h"
+#include "net/socket_stream.h"
 #include "plugin/nccl_net.h"
 
 namespace {
@@ -25,13 +27,13 @@ struct Pair {
 };
 
 // connect and accept, called in turn as the set-up does, until both are there (5 s at most).
-bool connectPair(NetBackend* b, const uint8_t* sendSecret, const uint8_t* recvSecret, Pair* p) {
+bool connectPair(NetBackend* b, const uint8_t* sendSecret, const uint8_t* recvSecret, Pair* p, int dev = 0) {
   alignas(8) char handle[kNetHandleBytes];
-  if (b->listen(0, recvSecret, handle, &p->listen) != ncclSuccess) return false;
+  if (b->listen(dev, recvSecret, handle, &p->listen) != ncclSuccess) return false;
   void* progress = nullptr;
   const auto until = Clock::now() + std::chrono::seconds(5);
   while ((!p->send || !p->recv) && Clock::now() < until) {
-    if (!p->send && b->connect(0, sendSecret, handle, &progress, &p->send) != ncclSuccess) return false;
+    if (!p->send && b->connect(dev, sendSecret, handle, &progress, &p->send) != ncclSuccess) return false;
     if (!p->recv && b->accept(p->listen, &p->recv) != ncclSuccess) return false;
   }
   if (progress) b->cancelConnect(progress);
@@ -64,6 +66,22 @@ bool finish(NetBackend* b, std::vector<void*> reqs, std::vector<size_t>* sizes) 
 }
 
 const uint8_t kSecret[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+// Sockets per connection for the scope of a test (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD).
+struct Lanes {
+  Lanes(int threads, int socks) {
+    setenv("NCCL_SOCKET_NTHREADS", std::to_string(threads).c_str(), 1);
+    setenv("NCCL_NSOCKS_PERTHREAD", std::to_string(socks).c_str(), 1);
+    resetParams();
+  }
+  ~Lanes() {
+    unsetenv("NCCL_SOCKET_NTHREADS");
+    unsetenv("NCCL_NSOCKS_PERTHREAD");
+    resetParams();
+  }
+};
+
+char pattern(size_t msg, size_t i) { return static_cast<char>(i * 131 + msg * 7 + (i >> 12)); }
 
 }  // namespace
 
@@ -107,14 +125,21 @@ TEST(net_socket_refuses_strangers_and_wrong_secrets) {
   alignas(8) char handle[kNetHandleBytes];
   void* listen = nullptr;
   CHECK_EQ(b->listen(0, kSecret, handle, &listen), ncclSuccess);
-  // A stranger who read the handle: it knows the address (after the magic and the device), not the secret;
-  // it sends junk where the proof goes.
-  SockAddr addr;
-  memcpy(&addr, handle + 8, sizeof(addr));
+  // A stranger who read the handle: it knows the address, not the secret; it
+  // sends junk where the proof goes. (The handle: magic, NIC count, nonce,
+  // then each NIC's family, port, scope and 16 bytes of address.)
+  SockAddr addr{};
+  uint16_t family, port;
+  memcpy(&family, handle + 24, 2);
+  memcpy(&port, handle + 26, 2);
+  CHECK_EQ(family, AF_INET);
+  addr.sin.sin_family = AF_INET;
+  addr.sin.sin_port = port;
+  memcpy(&addr.sin.sin_addr, handle + 32, 4);
   Deadline dl(nullptr, 5);
   int junk = -1;
   CHECK_EQ(socketConnect(addr, dl, &junk), ncclSuccess);
-  char garbage[36];
+  char garbage[48];  // a proof's size
   memset(garbage, 0x5a, sizeof(garbage));
   CHECK_EQ(socketSend(junk, garbage, sizeof(garbage), dl), ncclSuccess);
   uint8_t wrong[32] = {9, 9, 9};
@@ -176,4 +201,159 @@ TEST(net_socket_fails_oversized_messages_and_closed_peers) {
   q.send = nullptr;
   CHECK(!finish(b, {rr}, &moved));  // the peer closed: the receive fails instead of waiting
   closePair(b, &q);
+}
+
+TEST(net_socket_lanes_carry_one_ordered_stream) {
+  // Six sockets: every message cut in 64 KiB frames over them, each frame to
+  // a free one, put back together in place and completed in order.
+  Lanes lanes(2, 3);
+  NetBackend* b = socketBackend();
+  Pair p;
+  CHECK(connectPair(b, kSecret, kSecret, &p));
+  CHECK_EQ(static_cast<SocketStream*>(p.send)->lanes(), 6);
+  CHECK_EQ(static_cast<SocketStream*>(p.recv)->lanes(), 6);
+  const size_t k64 = SocketStream::kChunkBytes;
+  const std::vector<size_t> sizes = {0, 1, 1000, k64 - 1, k64, k64 + 1, 200000, (1 << 20) + 3, 5};
+  std::vector<std::vector<char>> out, in;
+  std::vector<void*> reqs;
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    out.emplace_back(sizes[m]);
+    for (size_t i = 0; i < sizes[m]; ++i) out[m][i] = pattern(m, i);
+    in.emplace_back(sizes[m] + 100, 0);
+  }
+  std::vector<void*> sends(sizes.size()), recvs(sizes.size());
+  for (size_t m = 0; m < sizes.size(); ++m) {  // the receive first for half, the send first for the rest
+    if (m % 2 == 0) CHECK_EQ(b->irecv(p.recv, in[m].data(), in[m].size(), 3, nullptr, &recvs[m]), ncclSuccess);
+    CHECK_EQ(b->isend(p.send, out[m].data(), out[m].size(), 3, nullptr, &sends[m]), ncclSuccess);
+    if (m % 2 == 1) CHECK_EQ(b->irecv(p.recv, in[m].data(), in[m].size(), 3, nullptr, &recvs[m]), ncclSuccess);
+  }
+  reqs = recvs;
+  reqs.insert(reqs.end(), sends.begin(), sends.end());
+  std::vector<size_t> moved;
+  CHECK(finish(b, reqs, &moved));
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    CHECK_EQ(moved[m], sizes[m]);
+    CHECK_EQ(moved[sizes.size() + m], sizes[m]);
+    CHECK(memcmp(in[m].data(), out[m].data(), sizes[m]) == 0);
+    CHECK(in[m][sizes[m]] == 0);  // nothing past the message
+  }
+  closePair(b, &p);
+}
+
+TEST(net_socket_receiver_takes_frames_ahead_of_its_posts) {
+  // 16 messages of 512 KiB sent before the receiver posts more than one:
+  // frames of later messages come first and wait in the receiver's buffer
+  // (4 MiB at most; past that a lane waits for the post); every byte lands.
+  Lanes lanes(1, 4);
+  NetBackend* b = socketBackend();
+  Pair p;
+  CHECK(connectPair(b, kSecret, kSecret, &p));
+  const size_t n = 16, size = 512 << 10;
+  std::vector<std::vector<char>> out(n, std::vector<char>(size)), in(n, std::vector<char>(size, 0));
+  for (size_t m = 0; m < n; ++m)
+    for (size_t i = 0; i < size; ++i) out[m][i] = pattern(m, i);
+  std::vector<void*> sends(n, nullptr), recvs(n, nullptr);
+  size_t posted = 0, sent = 0, got = 0, sentPosted = 0;
+  bool staged = false;
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (got < n && Clock::now() < until) {
+    while (sentPosted < n && sentPosted - sent < NCCL_NET_MAX_REQUESTS) {
+      CHECK_EQ(b->isend(p.send, out[sentPosted].data(), size, 1, nullptr, &sends[sentPosted]), ncclSuccess);
+      CHECK(sends[sentPosted] != nullptr);
+      ++sentPosted;
+    }
+    int done = 0;
+    size_t bytes = 0;
+    while (sent < sentPosted) {
+      CHECK_EQ(b->test(sends[sent], &done, &bytes), ncclSuccess);
+      if (!done) break;
+      ++sent;
+    }
+    if (posted == 0 || (posted < n && got == posted)) {  // one receive at a time, once the last is in
+      CHECK_EQ(b->irecv(p.recv, in[posted].data(), size, 1, nullptr, &recvs[posted]), ncclSuccess);
+      ++posted;
+    }
+    CHECK_EQ(b->test(recvs[got], &done, &bytes), ncclSuccess);
+    staged = staged || static_cast<SocketStream*>(p.recv)->stagedBytes() > 0;
+    if (done) {
+      CHECK_EQ(bytes, size);
+      ++got;
+    }
+  }
+  CHECK_EQ(got, n);
+  CHECK(staged);
+  for (size_t m = 0; m < n; ++m) CHECK(memcmp(in[m].data(), out[m].data(), size) == 0);
+  closePair(b, &p);
+}
+
+TEST(net_socket_merges_devices) {
+  NetBackend* b = socketBackend();
+  const int phys = b->devices();
+  int vdev = -1;
+  const int one[1] = {0}, twice[2] = {0, 0}, missing[1] = {phys}, five[5] = {0, 0, 0, 0, 0};
+  CHECK_EQ(b->makeVDevice(twice, 2, &vdev), ncclInvalidArgument);
+  CHECK_EQ(b->makeVDevice(missing, 1, &vdev), ncclInvalidArgument);
+  CHECK_EQ(b->makeVDevice(five, 5, &vdev), ncclInvalidArgument);
+  CHECK_EQ(b->makeVDevice(one, 1, &vdev), ncclSuccess);
+  CHECK(vdev >= phys);
+  int again = -1;
+  CHECK_EQ(b->makeVDevice(one, 1, &again), ncclSuccess);
+  CHECK_EQ(again, vdev);  // the same set, the same device
+  CHECK_EQ(b->devices(), phys);  // merged devices come after the physical ones
+  NetDeviceProps props;
+  CHECK_EQ(b->properties(vdev, &props), ncclSuccess);
+  CHECK_EQ(props.name, std::string("lo"));
+  CHECK(b->properties(vdev + 1, &props) != ncclSuccess);
+  Pair p;
+  CHECK(connectPair(b, kSecret, kSecret, &p, vdev));
+  char msg[3] = {'h', 'i', 0}, got[3] = {};
+  void* rs = nullptr;
+  void* rr = nullptr;
+  CHECK_EQ(b->isend(p.send, msg, 3, 0, nullptr, &rs), ncclSuccess);
+  CHECK_EQ(b->irecv(p.recv, got, 3, 0, nullptr, &rr), ncclSuccess);
+  std::vector<size_t> moved;
+  CHECK(finish(b, {rs, rr}, &moved));
+  CHECK_EQ(std::string(got), std::string("hi"));
+  closePair(b, &p);
+}
+
+TEST(net_socket_receiver_keeps_what_came_before_the_peer_closed) {
+  // The sender sends three messages and closes. The receiver, which posted
+  // one, reads ahead (the other two wait in its buffer) to the end of every
+  // lane; the two it posts after still complete, and a fourth fails.
+  for (int socks : {1, 3}) {
+    Lanes lanes(1, socks);
+    NetBackend* b = socketBackend();
+    Pair p;
+    CHECK(connectPair(b, kSecret, kSecret, &p));
+    const size_t size = 40000;
+    std::vector<std::vector<char>> out(3, std::vector<char>(size)), in(4, std::vector<char>(size, 0));
+    for (size_t m = 0; m < 3; ++m)
+      for (size_t i = 0; i < size; ++i) out[m][i] = pattern(m, i);
+    std::vector<void*> sends(3);
+    for (size_t m = 0; m < 3; ++m) CHECK_EQ(b->isend(p.send, out[m].data(), size, 2, nullptr, &sends[m]), ncclSuccess);
+    std::vector<size_t> moved;
+    CHECK(finish(b, sends, &moved));
+    b->closeSend(p.send);
+    p.send = nullptr;
+    void* first = nullptr;
+    CHECK_EQ(b->irecv(p.recv, in[0].data(), size, 2, nullptr, &first), ncclSuccess);
+    CHECK(finish(b, {first}, &moved));
+    void* second = nullptr;  // the first's test read on to the end of every lane
+    CHECK_EQ(b->irecv(p.recv, in[1].data(), size, 2, nullptr, &second), ncclSuccess);
+    CHECK(finish(b, {second}, &moved));
+    void* third = nullptr;
+    CHECK_EQ(b->irecv(p.recv, in[2].data(), size, 2, nullptr, &third), ncclSuccess);
+    CHECK(finish(b, {third}, &moved));
+    for (size_t m = 0; m < 3; ++m) CHECK(memcmp(in[m].data(), out[m].data(), size) == 0);
+    void* fourth = nullptr;
+    CHECK_EQ(b->irecv(p.recv, in[3].data(), size, 2, nullptr, &fourth), ncclSuccess);
+    size_t bytes = 0;
+    int done = 0;
+    ncclResult_t r = ncclSuccess;
+    for (auto t = Clock::now() + std::chrono::seconds(2); r == ncclSuccess && !done && Clock::now() < t;)
+      r = b->test(fourth, &done, &bytes);
+    CHECK_EQ(r, ncclRemoteError);  // nothing more can come
+    closePair(b, &p);
+  }
 }

@@ -98,3 +98,54 @@ def test_allreduce_across_two_emulated_hosts(c_program, nics):
         assert sent > 2 * 1000003 * 4  # the ring's data crossed the emulated ports
     finally:
         net.down()
+
+
+def _tx_by_port(net, before):
+    """{host: {ifname: bytes sent since `before`}}."""
+    return {h.index: {k: v[0] - before[h.index][k][0] for k, v in h.counters().items()} for h in net.hosts}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("lanes", [None, (2, 3)], ids=["one-socket-per-nic", "2x3-sockets"])
+def test_one_rank_per_host_fills_every_nic(c_program, lanes):
+    """One rank per host with two NICs merges them into one device: each
+    connection's sockets leave from both NICs, and each NIC carries about half
+    of the data (before, the second NIC carried a few hundred bytes)."""
+    net = emunet(hosts=2, nics=2)
+    try:
+        env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "NET"}
+        if lanes:
+            env.update(NCCL_SOCKET_NTHREADS=str(lanes[0]), NCCL_NSOCKS_PERTHREAD=str(lanes[1]))
+        before = {h.index: h.counters() for h in net.hosts}
+        results = net.launch([str(c_program("rank_worker")), "pmi", "pmi", str(1 << 22), "3"], timeout=150, env=env)
+        for rank, res in enumerate(results):
+            assert res.returncode == 0, res.stdout[-3000:]
+            assert f"rank {rank}: done" in res.stdout
+            sockets = lanes[0] * lanes[1] if lanes else 2
+            assert f"a send connection of {sockets} sockets closes" in res.stdout, res.stdout[-3000:]
+        for host, ports in _tx_by_port(net, before).items():
+            total = sum(ports.values())
+            assert total > 3 * (1 << 22) * 4, ports  # every iteration's data crossed
+            for name, tx in ports.items():
+                assert tx > 0.35 * total, (host, ports)
+    finally:
+        net.down()
+
+
+@pytest.mark.timeout(180)
+def test_a_slow_port_carries_less(c_program):
+    """Each chunk goes to a socket that has room for it: a port at a tenth of
+    the other's rate drains its socket slowly and takes fewer chunks, where an
+    even split would give it half of them and hold every call to its pace."""
+    net = emunet(hosts=2, nics=2, rate="1gbit")
+    try:
+        for h in range(2):
+            net.set_rate(h, 1, 0, "100mbit")
+        before = {h.index: h.counters() for h in net.hosts}
+        results = net.launch([str(c_program("rank_worker")), "pmi", "pmi", str(1 << 22), "2"], timeout=150)
+        for rank, res in enumerate(results):
+            assert res.returncode == 0, res.stdout[-3000:]
+        for host, ports in _tx_by_port(net, before).items():
+            assert ports["nic1p0"] < 0.3 * sum(ports.values()), (host, ports)
+    finally:
+        net.down()

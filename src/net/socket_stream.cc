@@ -1,0 +1,323 @@
+// A connection of ACCL's TCP backend: lanes, frames, in-order completion
+// (net/socket_stream.h).
+#include "net/socket_stream.h"
+
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <string>
+
+#include "base/debug.h"
+#include "plugin/nccl_net.h"
+
+namespace accl {
+namespace {
+
+// With several lanes, each lane's kernel send buffer (bytes unsent or not
+// yet acknowledged) is this small, so that a lane has room for a new frame
+// only once most of its earlier ones have arrived: a slow lane's backlog
+// stays short, and the frames it would have queued go to lanes that move.
+// The kernel gives twice this and says a lane is writable again once two
+// thirds of that is free, room for a chunk. Measured on the emulated
+// network (docs/perf.md): with larger buffers (or chunks) the lanes fill
+// in one burst of the sender's and drain apart, and a port at half the
+// rate took an equal share.
+constexpr int kLaneBufferBytes = 64 << 10;
+
+bool wouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
+
+}  // namespace
+
+SocketStream::SocketStream(std::vector<int> fds, bool send) : send_(send) {
+  for (int fd : fds) {
+    if (send && fds.size() > 1) {
+      int bytes = kLaneBufferBytes;
+      socklen_t len = sizeof(bytes);
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+      if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) == 0 && bytes > 0)  // what the kernel gave (twice)
+        laneRoom_ = std::min(laneRoom_, static_cast<size_t>(bytes) * 19 / 20);
+    }
+    lanes_.push_back(Lane{fd});
+  }
+}
+
+SocketStream::~SocketStream() {
+  if (lanes_.size() > 1 && logEnabled(LogLevel::Info, kNet)) {  // how the lanes shared the work
+    std::string shares;
+    for (const Lane& l : lanes_)
+      shares += " " + std::to_string(l.bytes >> 20) + " MiB";
+    INFO(kNet, "NET/Socket: a %s connection of %zu sockets closes; they carried%s%s", send_ ? "send" : "receive",
+         lanes_.size(), shares.c_str(),
+         send_ ? "" : (", at most " + std::to_string(maxStaged_ >> 10) + " KiB held ahead of the posts").c_str());
+  }
+  for (Request* r : queue_) delete r;
+  for (Lane& l : lanes_) close(l.fd);
+}
+
+ncclResult_t SocketStream::post(char* data, size_t size, uint32_t tag, void** request) {
+  *request = nullptr;
+  if (broken_) return ncclRemoteError;
+  if (size > UINT32_MAX) return ncclInvalidArgument;
+  if (queue_.size() >= NCCL_NET_MAX_REQUESTS) return ncclSuccess;  // would block: call again
+  auto* r = new Request{this, data, size, tag, nextSeq_++, send_ ? size : SIZE_MAX, 0, false, 0, 0};
+  queue_.push_back(r);
+  *request = r;
+  if (send_) return ncclSuccess;
+  for (auto s = staged_.begin(); s != staged_.end();) {  // frames of it that came first
+    auto next = std::next(s);
+    if (s->head.seq == r->seq && !claim(s, r)) broken_ = true;
+    s = next;
+  }
+  for (Lane& l : lanes_) l.blocked = false;  // a lane may hold the head of this one's frame
+  return ncclSuccess;
+}
+
+ncclResult_t SocketStream::test(void* request, int* done, size_t* size) {
+  auto* r = static_cast<Request*>(request);
+  return r->stream->test(r, done, size);
+}
+
+ncclResult_t SocketStream::test(Request* r, int* done, size_t* size) {
+  *done = 0;
+  if (!broken_ && !(send_ ? moveSend() : moveRecv())) broken_ = true;
+  const ncclResult_t notYet = broken_ || ended_ ? ncclRemoteError : ncclSuccess;
+  auto it = queue_.begin();
+  for (; *it != r; ++it)
+    if (!(*it)->complete()) return notYet;  // an older one first
+  if (!r->complete()) return notYet;
+  *done = 1;
+  if (size) *size = r->total;
+  queue_.erase(it);
+  delete r;
+  return ncclSuccess;
+}
+
+int SocketStream::pollFds(pollfd* fds, int max) const {
+  int n = 0;
+  for (const Lane& l : lanes_) {
+    if (n == max) break;
+    if (send_ ? (l.req || l.blocked) : !l.blocked && !l.eof) fds[n++] = {l.fd, static_cast<short>(send_ ? POLLOUT : POLLIN), 0};
+  }
+  return n;
+}
+
+// The oldest message with bytes in no frame yet, and its next frame's
+// length: a chunk, or the whole message where one lane carries everything.
+SocketStream::Request* SocketStream::unframed(size_t* len) const {
+  const size_t chunk = lanes_.size() > 1 ? kChunkBytes : UINT32_MAX;
+  for (Request* r : queue_)
+    if (!r->framed || r->handed < r->size) {
+      *len = std::min(chunk, r->size - r->handed);
+      return r;
+    }
+  return nullptr;
+}
+
+// Frames begun go on first (a frame stays on its lane). Then each new frame
+// goes to a lane with room for all of it in its kernel buffer (so that no
+// message waits on a lane that took a part of it): of those, the one with
+// the fewest bytes not yet acknowledged by the peer, the first of equals
+// taken in turn. A lane takes work as fast as it moves it: a slow one has
+// room less often, and the others carry more. False: a lane broke.
+bool SocketStream::moveSend() {
+  const size_t n = lanes_.size();
+  for (Lane& l : lanes_) {
+    l.blocked = false;
+    if (l.req && !writeFrame(l)) return false;
+  }
+  for (;;) {
+    size_t len = 0;
+    Request* r = unframed(&len);
+    if (!r) return true;
+    Lane* best = nullptr;
+    for (size_t i = 0; i < n; ++i) {
+      Lane& l = lanes_[(turn_ + i) % n];
+      if (l.req || l.blocked) continue;
+      if (n > 1) {
+        int queued = 0;
+        if (ioctl(l.fd, SIOCOUTQ, &queued) != 0) queued = 0;
+        l.queued = static_cast<size_t>(queued);
+        if (l.queued + len + sizeof(Frame) > laneRoom_) {  // POLLOUT says when it has room again
+          l.blocked = true;
+          continue;
+        }
+      }
+      if (!best || l.queued < best->queued) best = &l;
+    }
+    if (!best) return true;
+    turn_ = (turn_ + 1) % n;
+    best->head = {r->seq, r->tag, static_cast<uint32_t>(r->size), static_cast<uint32_t>(r->handed),
+                  static_cast<uint32_t>(len)};
+    r->handed += len;
+    r->framed = true;
+    ++r->frames;
+    best->req = r;
+    best->moved = 0;
+    if (!writeFrame(*best)) return false;
+  }
+}
+
+// Writes the frame lane l carries as far as the kernel takes it; blocked
+// where it would not take all. False: the lane broke.
+bool SocketStream::writeFrame(Lane& l) {
+  constexpr size_t hb = sizeof(Frame);
+  iovec iov[2];
+  int n = 0;
+  if (l.moved < hb) iov[n++] = {reinterpret_cast<char*>(&l.head) + l.moved, hb - l.moved};
+  const size_t off = l.moved > hb ? l.moved - hb : 0;
+  if (l.head.len > off) iov[n++] = {l.req->data + l.head.offset + off, l.head.len - off};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = n;
+  const ssize_t k = sendmsg(l.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (k < 0) {
+    if (!wouldBlock()) return false;
+    l.blocked = true;
+    return true;
+  }
+  l.moved += static_cast<size_t>(k);
+  l.bytes += static_cast<uint64_t>(k);
+  if (l.moved < hb + l.head.len) {  // the kernel took a part: it has no room now
+    l.blocked = true;
+    return true;
+  }
+  l.req->moved += l.head.len;
+  --l.req->frames;
+  l.req = nullptr;
+  return true;
+}
+
+// The posted message numbered `seq` (null: not posted yet, or done).
+SocketStream::Request* SocketStream::posted(uint32_t seq) {
+  for (Request* r : queue_)
+    if (r->seq == seq) return r;
+  return nullptr;
+}
+
+bool SocketStream::moveRecv() {
+  constexpr int kMaxLanes = 64;
+  pollfd p[kMaxLanes];
+  Lane* which[kMaxLanes];
+  int n = 0, open = 0;
+  for (Lane& l : lanes_) {
+    open += !l.eof;
+    if (!l.blocked && !l.eof && n < kMaxLanes) {
+      p[n] = {l.fd, POLLIN, 0};
+      which[n++] = &l;
+    }
+  }
+  ended_ = open == 0;  // the peer closed every lane: nothing more comes than what is here
+  if (n == 0) return true;
+  if (n == 1) return readLane(*which[0]);  // one: its recv says as much as a poll would
+  if (poll(p, n, 0) <= 0) return true;
+  for (int i = 0; i < n; ++i)
+    if (p[i].revents && !readLane(*which[i])) return false;
+  return true;
+}
+
+// Whether frame h can go into request r (else a WARN: the peer is broken).
+bool SocketStream::fits(const Frame& h, const Request* r) const {
+  if (h.tag == r->tag && h.total <= r->size && (!r->framed || h.total == r->total) &&
+      uint64_t{h.offset} + h.len <= h.total)
+    return true;
+  WARN("NET/Socket: a frame (message %u, tag %u, %u bytes in all, %u at %u) came where its message takes tag %u "
+       "and at most %zu bytes", h.seq, h.tag, h.total, h.len, h.offset, r->tag, r->size);
+  return false;
+}
+
+// A frame that came before its message was posted, now that it is (r): r
+// counts it, and once all of it is here its bytes go into place.
+bool SocketStream::claim(std::list<Staged>::iterator s, Request* r) {
+  if (!s->counted) {
+    if (!fits(s->head, r)) return false;
+    r->total = s->head.total;
+    r->framed = true;
+    ++r->frames;
+    s->counted = true;
+  }
+  if (!s->full) return true;
+  if (s->head.len) memcpy(r->data + s->head.offset, s->data.get(), s->head.len);
+  r->moved += s->head.len;
+  --r->frames;
+  stagedBytes_ -= s->head.len;
+  staged_.erase(s);
+  return true;
+}
+
+// Reads lane l's frames into their messages until it has no more now. A
+// frame whose message is not posted yet goes into a buffer of the stream's
+// (up to kStageBytes in all), so that a lane ahead of the others keeps
+// moving; past that the lane waits for the post (blocked). False: it broke,
+// or it carried what no request can take.
+bool SocketStream::readLane(Lane& l) {
+  constexpr size_t hb = sizeof(Frame);
+  for (;;) {
+    if (l.moved < hb) {
+      const ssize_t k = recv(l.fd, reinterpret_cast<char*>(&l.head) + l.moved, hb - l.moved, MSG_DONTWAIT);
+      if (k == 0 && l.moved == 0) {  // closed between frames: the others may still hold some
+        l.eof = true;
+        return true;
+      }
+      if (k == 0) return false;  // closed mid-frame
+      if (k < 0) return wouldBlock();
+      l.moved += static_cast<size_t>(k);
+      if (l.moved < hb) continue;
+    }
+    const Frame& h = l.head;
+    if (!l.req && !l.staging) {
+      Request* r = posted(h.seq);
+      if (!r && h.seq - nextSeq_ >= (1u << 31)) {
+        WARN("NET/Socket: a frame of message %u came, which is complete (the next to be posted is %u)", h.seq,
+             nextSeq_);
+        return false;
+      }
+      if (r) {
+        if (!fits(h, r)) return false;
+        r->total = h.total;
+        r->framed = true;
+        ++r->frames;
+        l.req = r;
+      } else if (stagedBytes_ + h.len <= kStageBytes) {  // ahead of the posts: into a buffer
+        staged_.push_back(Staged{h, std::unique_ptr<char[]>(new char[std::max<size_t>(h.len, 1)])});
+        stagedBytes_ += h.len;
+        maxStaged_ = std::max(maxStaged_, stagedBytes_);
+        l.stage = std::prev(staged_.end());
+        l.staging = true;
+      } else {  // the post unblocks it
+        l.blocked = true;
+        return true;
+      }
+    }
+    const size_t end = hb + h.len;
+    if (l.moved < end) {
+      char* to = l.staging ? l.stage->data.get() : l.req->data + h.offset;
+      const ssize_t k = recv(l.fd, to + (l.moved - hb), end - l.moved, MSG_DONTWAIT);
+      if (k == 0) return false;
+      if (k < 0) return wouldBlock();
+      l.moved += static_cast<size_t>(k);
+      l.bytes += static_cast<uint64_t>(k);
+      if (l.moved < end) continue;
+    }
+    if (l.staging) {
+      l.stage->full = true;
+      Request* r = l.stage->counted ? posted(h.seq) : nullptr;
+      if (r && !claim(l.stage, r)) return false;
+      l.staging = false;
+    } else {
+      l.req->moved += h.len;
+      --l.req->frames;
+      l.req = nullptr;
+    }
+    l.moved = 0;
+  }
+}
+
+}  // namespace accl
