@@ -240,6 +240,18 @@ def remove_all(tag: str | None = None) -> list[str]:
     return gone
 
 
+def _port_rate(spec: str, net: EmuNet) -> tuple[int, int, str]:
+    """(rail, plane, rate) of a --port-rate RAIL[:PLANE]=RATE; a ValueError where it names no port."""
+    m = re.fullmatch(r"(\d+)(?::(\d+))?=(\S+)", spec)
+    if not m:
+        raise ValueError(f"--port-rate {spec!r}: RAIL[:PLANE]=RATE, e.g. 3=500mbit")
+    rail, plane, rate = int(m[1]), int(m[2] or 0), m[3]
+    if rail >= net.nics or plane >= net.planes:
+        raise ValueError(f"--port-rate {spec!r}: there are {net.nics} rail(s) of {net.planes} plane(s)")
+    _rate_bits(rate)
+    return rail, plane, rate
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m accl.emunet", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="verb", required=True)
@@ -249,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--nics", type=int, default=1)
         s.add_argument("--planes", type=int, default=1)
         s.add_argument("--rate", default=None, help="every port's rate, as tc writes it (1gbit, 500mbit)")
+        s.add_argument("--port-rate", action="append", default=[], metavar="RAIL[:PLANE]=RATE",
+                       help="that port of every host at another rate (repeatable): 3=500mbit, 0:1=100mbit")
         if verb == "launch":
             s.add_argument("--ranks-per-host", type=int, default=1)
             s.add_argument("--timeout", type=float, default=600)
@@ -264,14 +278,21 @@ def main(argv: list[str] | None = None) -> int:
             print(" ".join(remove_all(None if a.all else a.tag)) or "nothing to remove")
             return 0
         net = EmuNet(a.hosts, a.nics, a.planes, a.rate)
+        ports = [_port_rate(spec, net) for spec in a.port_rate]
         if a.verb == "up":
             net.up()
+            for rail, plane, rate in ports:
+                for h in range(net.nhosts):
+                    net.set_rate(h, rail, plane, rate)
             print(json.dumps(net.describe(), indent=1))
             return 0
         cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
         if not cmd:
             p.error("launch needs a program: ... launch -- python -m accl.perf allreduce")
         with net:
+            for rail, plane, rate in ports:
+                for h in range(net.nhosts):
+                    net.set_rate(h, rail, plane, rate)
             results = net.launch(cmd, a.ranks_per_host, a.timeout)
             for r, res in enumerate(results):
                 if r == 0 or res.returncode != 0:

@@ -311,12 +311,15 @@ bool SocketStream::readLane(Lane& l) {
       Request* r = l.stage->counted ? posted(h.seq) : nullptr;
       if (r && !claim(l.stage, r)) return false;
       l.staging = false;
-    } else {
-      l.req->moved += h.len;
-      --l.req->frames;
-      l.req = nullptr;
+      l.moved = 0;
+      continue;
     }
+    Request* r = l.req;
+    r->moved += h.len;
+    --r->frames;
+    l.req = nullptr;
     l.moved = 0;
+    if (r->complete()) return true;  // its waiter goes on now; what follows, at the next call
   }
 }
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from accl.emunet import EmuNet, remove_all
+from accl.emunet import EmuNet, _port_rate, remove_all
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
                                 reason="needs root and iproute2 for network namespaces")
@@ -78,6 +78,12 @@ def test_emulated_network_refuses_bad_shapes():
     for kw in ({"hosts": 0}, {"nics": 17}, {"planes": 3}, {"rate": "fast"}, {"tag": "xyz!"}):
         with pytest.raises(ValueError):
             EmuNet(**kw)
+    net = EmuNet(hosts=2, nics=4, planes=2)
+    assert _port_rate("3=500mbit", net) == (3, 0, "500mbit")
+    assert _port_rate("0:1=100mbit", net) == (0, 1, "100mbit")
+    for spec in ("4=1gbit", "0:2=1gbit", "x", "1=fast"):
+        with pytest.raises(ValueError):
+            _port_rate(spec, net)
 
 
 @pytest.mark.timeout(120)
