@@ -223,6 +223,51 @@ class EmuNet:
         return results
 
 
+    def streams(self, src: int = 0, dst: int = 1, per_port: int = 1, seconds: float = 3.0,
+                both: bool = False) -> dict[str, float]:
+        """What plain TCP streams move from host src to host dst (and back at
+        the same time where `both`, as a collective's traffic goes): per_port
+        streams on every port, each a process at both ends, writing 1 MiB at a
+        time for `seconds`. The wire's reference for a benchmark. Returns
+        {"<ifname> <from>-><to>": MB/s received}."""
+        port0 = 30000 + secrets.randbelow(20000)
+        ways = [(src, dst), (dst, src)] if both else [(src, dst)]
+        flows = [(a, b, p, port0 + len(ways) * i + w) for w, (a, b) in enumerate(ways)
+                 for i, p in enumerate(q for q in self.hosts[b].ports for _ in range(per_port))]
+        receivers = [subprocess.Popen(self.hosts[b].cmd([sys.executable, "-c", _STREAM_RECV, p.addr, str(port)]),
+                                      stdout=subprocess.PIPE, text=True) for a, b, p, port in flows]
+        try:
+            for r in receivers:
+                if r.stdout.readline().strip() != "ready":
+                    raise RuntimeError("a stream receiver did not start")
+            senders = [subprocess.Popen(self.hosts[a].cmd([sys.executable, "-c", _STREAM_SEND, p.addr, str(port),
+                                                           str(seconds)])) for a, b, p, port in flows]
+            for s in senders:
+                s.wait(timeout=seconds + 30)
+            rates: dict[str, float] = {}
+            for (a, b, p, _), r in zip(flows, receivers):
+                out, _ = r.communicate(timeout=30)
+                key = f"{p.ifname} {a}->{b}"
+                rates[key] = rates.get(key, 0.0) + float(out.split()[0])
+            return rates
+        finally:
+            for r in receivers:
+                r.kill()
+                r.wait()
+
+
+# One stream's ends: the receiver prints "ready", then the MB/s it received
+# from its first byte to the end; the sender writes 1 MiB at a time for N s.
+_STREAM_RECV = ("import socket, sys, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                "s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); print('ready', flush=True); c, _ = s.accept(); "
+                "b = bytearray(1 << 20); n = c.recv_into(b); t = time.monotonic(); tot = n\n"
+                "while n: n = c.recv_into(b); tot += n\n"
+                "print(tot / max(time.monotonic() - t, 1e-9) / 1e6)")
+_STREAM_SEND = ("import socket, sys, time; c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10); "
+                "b = bytes(1 << 20); end = time.monotonic() + float(sys.argv[3])\n"
+                "while time.monotonic() < end: c.sendall(b)\n"
+                "c.close()")
+
 def remove_all(tag: str | None = None) -> list[str]:
     """Removes the namespaces and bridges of the emulated network `tag`, or of
     every one this module made (in any process)."""
@@ -255,7 +300,7 @@ def _port_rate(spec: str, net: EmuNet) -> tuple[int, int, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m accl.emunet", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="verb", required=True)
-    for verb in ("up", "launch"):
+    for verb in ("up", "launch", "streams"):
         s = sub.add_parser(verb)
         s.add_argument("--hosts", type=int, default=2)
         s.add_argument("--nics", type=int, default=1)
@@ -263,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--rate", default=None, help="every port's rate, as tc writes it (1gbit, 500mbit)")
         s.add_argument("--port-rate", action="append", default=[], metavar="RAIL[:PLANE]=RATE",
                        help="that port of every host at another rate (repeatable): 3=500mbit, 0:1=100mbit")
+        if verb == "streams":
+            s.add_argument("--per-port", type=int, default=1, help="streams on each port (1)")
+            s.add_argument("--seconds", type=float, default=3.0)
+            s.add_argument("--both", action="store_true", help="both ways at once (as a collective's traffic)")
         if verb == "launch":
             s.add_argument("--ranks-per-host", type=int, default=1)
             s.add_argument("--timeout", type=float, default=600)
@@ -285,6 +334,20 @@ def main(argv: list[str] | None = None) -> int:
                 for h in range(net.nhosts):
                     net.set_rate(h, rail, plane, rate)
             print(json.dumps(net.describe(), indent=1))
+            return 0
+        if a.verb == "streams":
+            if a.hosts < 2:
+                p.error("streams needs 2 hosts or more")
+            with net:
+                for rail, plane, rate in ports:
+                    for h in range(net.nhosts):
+                        net.set_rate(h, rail, plane, rate)
+                rates = net.streams(0, 1, a.per_port, a.seconds, a.both)
+            for name, mbs in sorted(rates.items()):
+                print(f"{name}: {mbs:.1f} MB/s")
+            way = sum(v for k, v in rates.items() if k.endswith("0->1"))
+            print(f"host 0 to host 1: {way:.1f} MB/s in all ({a.per_port} stream(s) per port"
+                  + (", both ways at once)" if a.both else ")"))
             return 0
         cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
         if not cmd:

@@ -155,3 +155,17 @@ def test_a_slow_port_carries_less(c_program):
             assert ports["nic1p0"] < 0.3 * sum(ports.values()), (host, ports)
     finally:
         net.down()
+
+
+@pytest.mark.timeout(60)
+def test_streams_measure_the_shaped_wire():
+    """The wire's reference (EmuNet.streams): plain TCP streams over a port
+    shaped to 100 Mbit/s move at most its 12.5 MB/s, and most of that."""
+    net = emunet(hosts=2, nics=2, rate="100mbit")
+    try:
+        rates = net.streams(0, 1, per_port=1, seconds=1.5, both=True)
+        assert sorted(rates) == ["nic0p0 0->1", "nic0p0 1->0", "nic1p0 0->1", "nic1p0 1->0"]
+        for key, mbs in rates.items():
+            assert 6 < mbs < 13, rates
+    finally:
+        net.down()
