@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "base/check.h"
@@ -99,10 +100,13 @@ class NetConnection : public Connection {
       : comm_(comm), net_(net), ctrl_(ctrl), dev_(deviceOf(comm, net)) {
     isSend = send;
     this->peer = peer;
-    kind = "net";
     size_t slot = comm->slotBytes;
     mem_ = aligned_alloc(4096, fifoBytes(slot));
     if (mem_) fifoInit(mem_, slot, &fifo);
+    NetDeviceProps props;
+    if (net->properties(dev_, &props) == ncclSuccess) devName_ = props.name;
+    via_ = std::string("net (") + net->name() + " " + devName_ + ")";  // what messages say: the backend, the NICs
+    kind = via_.c_str();
   }
   ~NetConnection() override {
     stop_.store(1);
@@ -403,8 +407,8 @@ class NetConnection : public Connection {
   void fail(const char* what) {
     fifo.ctrl->peerGone.store(1);
     if (stopping()) return;
-    WARN("rank %d: %s rank %d (%s, %s device %d) failed: connection lost (peer process died or aborted)",
-         comm_->rank, what, peer, comm_->peers[peer].hostname, net_->name(), dev_);
+    WARN("rank %d: %s rank %d (%s, %s device %d: %s) failed: connection lost (peer process died or aborted)",
+         comm_->rank, what, peer, comm_->peers[peer].hostname, net_->name(), dev_, devName_.c_str());
     // Named before the error spreads: the abort frames tell the other ranks
     // which rank failed (else they would name this one, which only noticed).
     commNoteFailedRank(comm_, peer);
@@ -552,6 +556,8 @@ class NetConnection : public Connection {
   NetBackend* net_;
   int ctrl_;           // the set-up socket, kept as the control line
   int dev_;            // this side's device of the backend
+  std::string devName_;  // its name (a merged device's: its NICs, nic0+nic1)
+  std::string via_;      // "net (<backend> <device>)": Connection::kind
   void* listen_ = nullptr;  // the receiver's, until accept
   void* data_ = nullptr;    // the backend's send or receive comm, once settled
   void* mr_ = nullptr;      // the slots' registration with it

@@ -126,6 +126,8 @@ def test_a_dead_peer_is_named_within_seconds_whatever_the_backend(plugin, net, c
         assert procs[0].returncode == 10 + 6, out[-3000:]  # ncclRemoteError
         assert time.monotonic() - t0 < 15, out[-3000:]
         assert "rank 1" in out.split("FAILED", 1)[1], out[-3000:]
+        if variant is None:  # the backend and the NIC the connection used
+            assert "via net (Socket nic0p0)) failed" in out, out[-3000:]
     finally:
         for p in procs:
             p.kill()

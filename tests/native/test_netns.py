@@ -115,15 +115,17 @@ def _tx_by_port(net, before):
 @pytest.mark.parametrize("lanes", [None, (2, 3)], ids=["one-socket-per-nic", "2x3-sockets"])
 def test_one_rank_per_host_fills_every_nic(c_program, lanes):
     """One rank per host with two NICs merges them into one device: each
-    connection's sockets leave from both NICs, and each NIC carries about half
-    of the data (before, the second NIC carried a few hundred bytes)."""
-    net = emunet(hosts=2, nics=2)
+    connection's sockets leave from both NICs, and each NIC, the bottleneck at
+    300 Mbit/s, carries about half of the data (before, the second NIC
+    carried a few hundred bytes). (Unshaped, the CPU is the bottleneck and
+    the split follows the threads' timing.)"""
+    net = emunet(hosts=2, nics=2, rate="300mbit")
     try:
         env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "NET"}
         if lanes:
             env.update(NCCL_SOCKET_NTHREADS=str(lanes[0]), NCCL_NSOCKS_PERTHREAD=str(lanes[1]))
         before = {h.index: h.counters() for h in net.hosts}
-        results = net.launch([str(c_program("rank_worker")), "pmi", "pmi", str(1 << 22), "3"], timeout=150, env=env)
+        results = net.launch([str(c_program("rank_worker")), "pmi", "pmi", str(1 << 21), "3"], timeout=150, env=env)
         for rank, res in enumerate(results):
             assert res.returncode == 0, res.stdout[-3000:]
             assert f"rank {rank}: done" in res.stdout
@@ -131,7 +133,7 @@ def test_one_rank_per_host_fills_every_nic(c_program, lanes):
             assert f"a send connection of {sockets} sockets closes" in res.stdout, res.stdout[-3000:]
         for host, ports in _tx_by_port(net, before).items():
             total = sum(ports.values())
-            assert total > 3 * (1 << 22) * 4, ports  # every iteration's data crossed
+            assert total > 3 * (1 << 21) * 4, ports  # every iteration's data crossed
             for name, tx in ports.items():
                 assert tx > 0.35 * total, (host, ports)
     finally:
