@@ -3,8 +3,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "test_harness.h"
@@ -355,5 +358,169 @@ TEST(net_socket_receiver_keeps_what_came_before_the_peer_closed) {
       r = b->test(fourth, &done, &bytes);
     CHECK_EQ(r, ncclRemoteError);  // nothing more can come
     closePair(b, &p);
+  }
+}
+
+namespace {
+
+// A receiving stream over one end of socketpairs (its lanes), and the other
+// ends to write frames into by hand (what a broken or hostile peer with the
+// secret could send).
+struct RawPeer {
+  std::vector<int> mine, theirs;
+  SocketStream* stream = nullptr;
+  explicit RawPeer(int lanes = 1) {
+    for (int i = 0; i < lanes; ++i) {
+      int fds[2] = {-1, -1};
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds);
+      mine.push_back(fds[0]);
+      theirs.push_back(fds[1]);
+    }
+    stream = new SocketStream(mine, false);
+  }
+  ~RawPeer() {
+    delete stream;  // closes mine
+    for (int fd : theirs) close(fd);
+  }
+  void frame(uint32_t seq, uint32_t tag, uint32_t total, uint32_t offset, uint32_t len, const void* payload = nullptr) {
+    const uint32_t head[5] = {seq, tag, total, offset, len};
+    CHECK(write(theirs[0], head, sizeof(head)) == static_cast<ssize_t>(sizeof(head)));
+    std::vector<char> fill(len, 7);
+    if (len) CHECK(write(theirs[0], payload ? payload : fill.data(), len) == static_cast<ssize_t>(len));
+  }
+  // Tests r until it completes or fails (2 s at most): the result, *size.
+  ncclResult_t wait(void* r, size_t* size) {
+    int done = 0;
+    ncclResult_t res = ncclSuccess;
+    for (auto until = Clock::now() + std::chrono::seconds(2); res == ncclSuccess && !done && Clock::now() < until;)
+      res = SocketStream::test(r, &done, size);
+    return res == ncclSuccess && !done ? ncclInProgress : res;
+  }
+};
+
+}  // namespace
+
+TEST(net_socket_refuses_frames_no_message_can_take) {
+  char buf[64];
+  size_t size = 0;
+  void* r = nullptr;
+  {  // a good one first: two frames of one message, in place
+    RawPeer p;
+    CHECK_EQ(p.stream->post(buf, sizeof(buf), 4, &r), ncclSuccess);
+    p.frame(0, 4, 20, 10, 10, "0123456789");
+    p.frame(0, 4, 20, 0, 10, "abcdefghij");
+    CHECK_EQ(p.wait(r, &size), ncclSuccess);
+    CHECK_EQ(size, size_t{20});
+    CHECK(memcmp(buf, "abcdefghij0123456789", 20) == 0);
+  }
+  struct Bad {
+    const char* what;
+    uint32_t seq, tag, total, offset, len;
+  };
+  const Bad bad[] = {{"another tag", 0, 5, 10, 0, 10},
+                     {"more than the receive takes", 0, 4, 65, 0, 10},
+                     {"past its message's end", 0, 4, 20, 15, 10},
+                     {"an offset that wraps", 0, 4, 20, 0xfffffff0u, 0x20}};
+  for (const Bad& b : bad) {
+    RawPeer p;
+    CHECK_EQ(p.stream->post(buf, sizeof(buf), 4, &r), ncclSuccess);
+    p.frame(b.seq, b.tag, b.total, b.offset, b.len);
+    const ncclResult_t res = p.wait(r, &size);
+    if (res != ncclRemoteError) fprintf(stderr, "  case: %s\n", b.what);
+    CHECK_EQ(res, ncclRemoteError);
+  }
+  {  // two frames of one message that disagree on its size
+    RawPeer p;
+    CHECK_EQ(p.stream->post(buf, sizeof(buf), 4, &r), ncclSuccess);
+    p.frame(0, 4, 20, 0, 10);
+    p.frame(0, 4, 30, 10, 10);
+    CHECK_EQ(p.wait(r, &size), ncclRemoteError);
+  }
+  {  // a frame of a message that is complete
+    RawPeer p;
+    CHECK_EQ(p.stream->post(buf, sizeof(buf), 4, &r), ncclSuccess);
+    p.frame(0, 4, 8, 0, 8);
+    CHECK_EQ(p.wait(r, &size), ncclSuccess);
+    CHECK_EQ(p.stream->post(buf, sizeof(buf), 4, &r), ncclSuccess);
+    p.frame(0, 4, 8, 0, 8);
+    CHECK_EQ(p.wait(r, &size), ncclRemoteError);
+  }
+  {  // the peer closes mid-frame
+    RawPeer p;
+    CHECK_EQ(p.stream->post(buf, sizeof(buf), 4, &r), ncclSuccess);
+    const uint32_t head[5] = {0, 4, 20, 0, 20};
+    CHECK(write(p.theirs[0], head, sizeof(head)) == static_cast<ssize_t>(sizeof(head)));
+    CHECK(write(p.theirs[0], "half", 4) == 4);
+    shutdown(p.theirs[0], SHUT_WR);
+    CHECK_EQ(p.wait(r, &size), ncclRemoteError);
+  }
+}
+
+TEST(net_socket_holds_at_most_its_limit_ahead_of_the_posts) {
+  // Two lanes: the first carries messages 1 to 23 while the receiver waits
+  // for message 0, which comes last on the second. The frames ahead wait in
+  // the receiver's buffer up to 4 MiB; past that the first lane waits for
+  // the posts (no more memory taken). Then every post gets its message.
+  RawPeer p(2);
+  const size_t frame = 256 << 10, n = 24;  // 6 MiB in all
+  std::vector<std::vector<char>> in(n, std::vector<char>(frame, 0));
+  std::vector<char> out;  // lane 0's bytes not yet taken by its socket
+  size_t made = 1, at = 0;
+  auto bytesOf = [&](size_t m) {
+    const uint32_t head[5] = {static_cast<uint32_t>(m), 9, static_cast<uint32_t>(frame), 0,
+                              static_cast<uint32_t>(frame)};
+    std::vector<char> b(reinterpret_cast<const char*>(head), reinterpret_cast<const char*>(head) + sizeof(head));
+    for (size_t i = 0; i < frame; ++i) b.push_back(pattern(m, i));
+    return b;
+  };
+  auto feed = [&] {  // lane 0: messages 1 to n-1, as fast as its socket takes them
+    for (;;) {
+      if (at == out.size()) {
+        if (made == n) return;
+        out = bytesOf(made++);
+        at = 0;
+      }
+      const ssize_t k = write(p.theirs[0], out.data() + at, out.size() - at);
+      if (k <= 0) return;
+      at += static_cast<size_t>(k);
+    }
+  };
+  void* first = nullptr;
+  CHECK_EQ(p.stream->post(in[0].data(), frame, 9, &first), ncclSuccess);
+  size_t most = 0, size = 0;
+  int done = 0;
+  for (int k = 0; k < 300; ++k) {  // message 0 is not there: the first lane runs ahead
+    feed();
+    CHECK_EQ(SocketStream::test(first, &done, &size), ncclSuccess);
+    CHECK(!done);
+    most = std::max(most, p.stream->stagedBytes());
+  }
+  CHECK_EQ(most, SocketStream::kStageBytes);  // 16 frames held, then the lane waited
+  std::vector<char> zero = bytesOf(0);
+  for (size_t put = 0; put < zero.size();) {  // message 0 on the second lane
+    const ssize_t k = write(p.theirs[1], zero.data() + put, zero.size() - put);
+    if (k > 0) put += static_cast<size_t>(k);
+    CHECK_EQ(SocketStream::test(first, &done, &size), ncclSuccess);
+  }
+  for (auto until = Clock::now() + std::chrono::seconds(5); !done && Clock::now() < until;)
+    CHECK_EQ(SocketStream::test(first, &done, &size), ncclSuccess);
+  CHECK(done);
+  for (size_t m = 1; m < n; ++m) {
+    void* r = nullptr;
+    CHECK_EQ(p.stream->post(in[m].data(), frame, 9, &r), ncclSuccess);
+    done = 0;
+    for (auto until = Clock::now() + std::chrono::seconds(5); !done && Clock::now() < until;) {
+      feed();
+      CHECK_EQ(SocketStream::test(r, &done, &size), ncclSuccess);
+      CHECK(p.stream->stagedBytes() <= SocketStream::kStageBytes);
+    }
+    CHECK(done);
+    CHECK_EQ(size, frame);
+  }
+  CHECK_EQ(made, n);
+  for (size_t m = 0; m < n; ++m) {
+    bool same = true;
+    for (size_t i = 0; i < frame && same; ++i) same = in[m][i] == pattern(m, i);
+    CHECK(same);
   }
 }
