@@ -68,6 +68,11 @@ class NetBackend {
   virtual ncclResult_t closeSend(void* sendComm) = 0;
   virtual ncclResult_t closeRecv(void* recvComm) = 0;
   virtual ncclResult_t closeListen(void* listenComm) = 0;
+  // Whether a send's memory is read only within isend and test, on the
+  // caller's thread (so a message given up on is never read again); a
+  // backend with threads of its own (plugins, ACCL's with helpers) may read
+  // it any time until the request completes.
+  virtual bool readsSendsOnlyInCalls() const { return false; }
   // The descriptors (at most max, with their events) that a proxy may sleep
   // on until the comm can move; -1 where the backend has none (plugins).
   virtual int pollFds(void* comm, pollfd* fds, int max) const { return -1; }

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/check.h"
@@ -189,11 +190,17 @@ int linkSpeed(const std::string& ifname) {
   return (f >> mbps) && mbps > 0 ? mbps : 0;
 }
 
+// Helper threads per connection: NCCL_SOCKET_NTHREADS (NCCL's range 1-16;
+// unset or 1: none, the thread that drives the connection moves its
+// sockets, the proxy or the rank waiting on it).
+int helpersFor() {
+  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(paramInt(Param::SocketNthreads), 1), 16));
+}
+
 // Lanes per connection: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD where
 // either is set (NCCL's ranges: 1-16, 1-64, at most 64 in all), else one per
 // NIC of the device, which the measurements found enough to fill each
-// (docs/perf.md). ACCL moves every lane from the thread that drives the
-// connection (its proxy, or the rank waiting on it): no threads of its own.
+// (docs/perf.md).
 int lanesFor(int nics) {
   const int64_t threads = paramInt(Param::SocketNthreads), socks = paramInt(Param::NsocksPerthread);
   if (threads <= 0 && socks <= 0) return nics;
@@ -205,8 +212,9 @@ int lanesFor(int nics) {
       WARN("NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld: threads 1-16, sockets per thread 1-64, at most "
            "%d sockets in all; using %lld", static_cast<long long>(threads), static_cast<long long>(socks), kMaxLanes,
            static_cast<long long>(std::min<int64_t>(t * k, kMaxLanes)));
-    INFO(kInit | kNet, "NET/Socket: %lld socket(s) per connection, moved by the thread that drives it",
-         static_cast<long long>(std::min<int64_t>(t * k, kMaxLanes)));
+    INFO(kInit | kNet, "NET/Socket: %lld socket(s) per connection, moved by %s",
+         static_cast<long long>(std::min<int64_t>(t * k, kMaxLanes)),
+         t > 1 ? (std::to_string(t) + " helper threads").c_str() : "the thread that drives it");
   });
   return static_cast<int>(std::min<int64_t>(t * k, kMaxLanes));
 }
@@ -321,7 +329,9 @@ class SocketNet final : public NetBackend {
     }
     delete c;
     *progress = nullptr;
-    *sendComm = new SocketStream(std::move(fds), true);
+    std::unique_ptr<SocketStream> stream(new SocketStream(std::move(fds), true));
+    NCCLCHECK(stream->startHelpers(helpersFor()));
+    *sendComm = stream.release();
     return ncclSuccess;
   }
   void cancelConnect(void* progress) override { delete static_cast<Connecting*>(progress); }
@@ -363,7 +373,9 @@ class SocketNet final : public NetBackend {
       if (++a.count < static_cast<int>(a.fds.size())) continue;
       std::vector<int> fds = std::move(a.fds);
       l.arriving.erase(std::vector<uint8_t>(got.connId, got.connId + kConnIdBytes));
-      *recvComm = new SocketStream(std::move(fds), false);
+      std::unique_ptr<SocketStream> stream(new SocketStream(std::move(fds), false));
+      NCCLCHECK(stream->startHelpers(helpersFor()));
+      *recvComm = stream.release();
       return ncclSuccess;
     }
     return ncclSuccess;
@@ -403,6 +415,7 @@ class SocketNet final : public NetBackend {
     delete static_cast<Listen*>(listenComm);
     return ncclSuccess;
   }
+  bool readsSendsOnlyInCalls() const override { return helpersFor() <= 1; }
   int pollFds(void* comm, pollfd* fds, int max) const override {
     return static_cast<const SocketStream*>(comm)->pollFds(fds, max);
   }

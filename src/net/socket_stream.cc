@@ -1,9 +1,10 @@
-// A connection of ACCL's TCP backend: lanes, frames, in-order completion
-// (net/socket_stream.h).
+// A connection of ACCL's TCP backend: lanes, frames, in-order completion,
+// helper threads (net/socket_stream.h).
 #include "net/socket_stream.h"
 
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -15,7 +16,9 @@
 #include <cstring>
 #include <string>
 
+#include "base/check.h"
 #include "base/debug.h"
+#include "base/threads.h"
 #include "plugin/nccl_net.h"
 
 namespace accl {
@@ -31,8 +34,22 @@ namespace {
 // in one burst of the sender's and drain apart, and a port at half the
 // rate took an equal share.
 constexpr int kLaneBufferBytes = 64 << 10;
+constexpr int kMaxLanes = 64;
+// A helper with nothing to do looks at the stop this often (a post or the
+// stop wakes it at once).
+constexpr int kHelperIdleMs = 100;
 
 bool wouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
+
+void poke(int fd) {
+  const uint64_t one = 1;
+  (void)!write(fd, &one, sizeof(one));
+}
+
+void drain(int fd) {
+  uint64_t n;
+  (void)!read(fd, &n, sizeof(n));
+}
 
 }  // namespace
 
@@ -45,38 +62,76 @@ SocketStream::SocketStream(std::vector<int> fds, bool send) : send_(send) {
       if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) == 0 && bytes > 0)  // what the kernel gave (twice)
         laneRoom_ = std::min(laneRoom_, static_cast<size_t>(bytes) * 19 / 20);
     }
-    lanes_.push_back(Lane{fd});
+    Lane l;
+    l.fd = fd;
+    lanes_.push_back(l);
   }
 }
 
 SocketStream::~SocketStream() {
+  stop_.store(true);
+  for (auto& h : helpers_) {
+    poke(h->wakeFd);
+    if (h->thread.joinable()) h->thread.join();
+    close(h->wakeFd);
+  }
+  if (doneFd_ >= 0) close(doneFd_);
   if (lanes_.size() > 1 && logEnabled(LogLevel::Info, kNet)) {  // how the lanes shared the work
     std::string shares;
-    for (const Lane& l : lanes_)
-      shares += " " + std::to_string(l.bytes >> 20) + " MiB";
-    INFO(kNet, "NET/Socket: a %s connection of %zu sockets closes; they carried%s%s", send_ ? "send" : "receive",
-         lanes_.size(), shares.c_str(),
+    for (const Lane& l : lanes_) shares += " " + std::to_string(l.bytes >> 20) + " MiB";
+    INFO(kNet, "NET/Socket: a %s connection of %zu sockets (%zu helper threads) closes; they carried%s%s",
+         send_ ? "send" : "receive", lanes_.size(), helpers_.size(), shares.c_str(),
          send_ ? "" : (", at most " + std::to_string(maxStaged_ >> 10) + " KiB held ahead of the posts").c_str());
   }
   for (Request* r : queue_) delete r;
   for (Lane& l : lanes_) close(l.fd);
 }
 
+ncclResult_t SocketStream::startHelpers(int threads) {
+  const size_t n = std::min(static_cast<size_t>(std::max(threads, 0)), lanes_.size());
+  if (n <= 1) return ncclSuccess;
+  doneFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (doneFd_ < 0) {
+    WARN("NET/Socket: eventfd failed: %s", strerror(errno));
+    return ncclSystemError;
+  }
+  for (size_t t = 0; t < n; ++t) {  // helper t moves lanes [t*L/n, (t+1)*L/n)
+    auto h = std::make_unique<Helper>();
+    h->begin = t * lanes_.size() / n;
+    h->end = (t + 1) * lanes_.size() / n;
+    h->wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (h->wakeFd < 0) {
+      WARN("NET/Socket: eventfd failed: %s", strerror(errno));
+      return ncclSystemError;
+    }
+    Helper* raw = h.get();
+    helpers_.push_back(std::move(h));
+    NCCLCHECK(startThread(&raw->thread, [this, raw] { helperLoop(raw); },
+                          "a helper thread of a %s connection (NCCL_SOCKET_NTHREADS)", send_ ? "send" : "receive"));
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t SocketStream::post(char* data, size_t size, uint32_t tag, void** request) {
   *request = nullptr;
-  if (broken_) return ncclRemoteError;
   if (size > UINT32_MAX) return ncclInvalidArgument;
-  if (queue_.size() >= NCCL_NET_MAX_REQUESTS) return ncclSuccess;  // would block: call again
-  auto* r = new Request{this, data, size, tag, nextSeq_++, send_ ? size : SIZE_MAX, 0, false, 0, 0};
-  queue_.push_back(r);
-  *request = r;
-  if (send_) return ncclSuccess;
-  for (auto s = staged_.begin(); s != staged_.end();) {  // frames of it that came first
-    auto next = std::next(s);
-    if (s->head.seq == r->seq && !claim(s, r)) broken_ = true;
-    s = next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_) return ncclRemoteError;
+    if (queue_.size() >= NCCL_NET_MAX_REQUESTS) return ncclSuccess;  // would block: call again
+    auto* r = new Request{this, data, size, tag, nextSeq_++, send_ ? size : SIZE_MAX, 0, false, 0, 0};
+    queue_.push_back(r);
+    *request = r;
+    if (!send_) {
+      for (auto s = staged_.begin(); s != staged_.end();) {  // frames of it that came first
+        auto next = std::next(s);
+        if (s->head.seq == r->seq && !claim(s, r)) broken_ = true;
+        s = next;
+      }
+      posts_.fetch_add(1);  // a blocked lane may hold the head of this one's frame
+    }
   }
-  for (Lane& l : lanes_) l.blocked = false;  // a lane may hold the head of this one's frame
+  for (auto& h : helpers_) poke(h->wakeFd);
   return ncclSuccess;
 }
 
@@ -87,8 +142,16 @@ ncclResult_t SocketStream::test(void* request, int* done, size_t* size) {
 
 ncclResult_t SocketStream::test(Request* r, int* done, size_t* size) {
   *done = 0;
-  if (!broken_ && !(send_ ? moveSend() : moveRecv())) broken_ = true;
-  const ncclResult_t notYet = broken_ || ended_ ? ncclRemoteError : ncclSuccess;
+  if (helpers_.empty()) {
+    if (!(send_ ? moveSend(0, lanes_.size(), &turn_) : moveRecv(0, lanes_.size()))) {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken_ = true;
+    }
+  } else {
+    drain(doneFd_);  // before looking: a completion after the look writes again
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const ncclResult_t notYet = broken_ || eofLanes_ == lanes_.size() ? ncclRemoteError : ncclSuccess;
   auto it = queue_.begin();
   for (; *it != r; ++it)
     if (!(*it)->complete()) return notYet;  // an older one first
@@ -100,17 +163,73 @@ ncclResult_t SocketStream::test(Request* r, int* done, size_t* size) {
   return ncclSuccess;
 }
 
+size_t SocketStream::stagedBytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stagedBytes_;
+}
+
 int SocketStream::pollFds(pollfd* fds, int max) const {
+  if (!helpers_.empty()) {
+    if (max < 1) return 0;
+    fds[0] = {doneFd_, POLLIN, 0};
+    return 1;
+  }
+  return lanePollFds(0, lanes_.size(), fds, max);
+}
+
+// What lanes [begin, end) wait for: room to write (a frame begun, or none
+// taken for want of room), or bytes to read (unless waiting for a post, or
+// closed).
+int SocketStream::lanePollFds(size_t begin, size_t end, pollfd* fds, int max) const {
   int n = 0;
-  for (const Lane& l : lanes_) {
-    if (n == max) break;
-    if (send_ ? (l.req || l.blocked) : !l.blocked && !l.eof) fds[n++] = {l.fd, static_cast<short>(send_ ? POLLOUT : POLLIN), 0};
+  for (size_t i = begin; i < end && n < max; ++i) {
+    const Lane& l = lanes_[i];
+    if (send_ ? (l.req || l.blocked) : !recvBlocked(l) && !l.eof)
+      fds[n++] = {l.fd, static_cast<short>(send_ ? POLLOUT : POLLIN), 0};
   }
   return n;
 }
 
+// Moves its lanes until the stream closes, sleeping on them (and on posts)
+// when they cannot move. A lane that breaks marks the stream broken, which
+// the next test reports.
+void SocketStream::helperLoop(Helper* h) {
+  bool ok = true;
+  while (!stop_.load()) {
+    if (ok && !(send_ ? moveSend(h->begin, h->end, &h->turn) : moveRecv(h->begin, h->end))) {
+      ok = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = true;
+      }
+      signalDone();
+    }
+    pollfd p[kMaxLanes + 1];
+    const int n = ok ? lanePollFds(h->begin, h->end, p, kMaxLanes) : 0;
+    p[n] = {h->wakeFd, POLLIN, 0};
+    if (poll(p, n + 1, kHelperIdleMs) > 0 && p[n].revents) drain(h->wakeFd);
+  }
+}
+
+void SocketStream::signalDone() {
+  if (doneFd_ >= 0) poke(doneFd_);
+}
+
+// A frame of r is done (written, or read into place): r counts it.
+void SocketStream::finished(Request* r, size_t len) {
+  bool complete;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r->moved += len;
+    --r->frames;
+    complete = r->complete();
+  }
+  if (complete) signalDone();
+}
+
 // The oldest message with bytes in no frame yet, and its next frame's
 // length: a chunk, or the whole message where one lane carries everything.
+// Under mu_.
 SocketStream::Request* SocketStream::unframed(size_t* len) const {
   const size_t chunk = lanes_.size() > 1 ? kChunkBytes : UINT32_MAX;
   for (Request* r : queue_)
@@ -121,31 +240,30 @@ SocketStream::Request* SocketStream::unframed(size_t* len) const {
   return nullptr;
 }
 
-// Frames begun go on first (a frame stays on its lane). Then each new frame
-// goes to a lane with room for all of it in its kernel buffer (so that no
-// message waits on a lane that took a part of it): of those, the one with
-// the fewest bytes not yet acknowledged by the peer, the first of equals
-// taken in turn. A lane takes work as fast as it moves it: a slow one has
-// room less often, and the others carry more. False: a lane broke.
-bool SocketStream::moveSend() {
-  const size_t n = lanes_.size();
-  for (Lane& l : lanes_) {
+// Lanes [begin, end): frames begun go on first (a frame stays on its lane).
+// Then each new frame goes to a lane with room for all of it in its kernel
+// buffer (so that no message waits on a lane that took a part of it): of
+// those, the one with the fewest bytes not yet acknowledged by the peer, the
+// first of equals taken in turn. A lane takes work as fast as it moves it: a
+// slow one has room less often, and the others carry more. False: a lane
+// broke.
+bool SocketStream::moveSend(size_t begin, size_t end, size_t* turn) {
+  const size_t n = end - begin;
+  for (size_t i = begin; i < end; ++i) {
+    Lane& l = lanes_[i];
     l.blocked = false;
     if (l.req && !writeFrame(l)) return false;
   }
   for (;;) {
-    size_t len = 0;
-    Request* r = unframed(&len);
-    if (!r) return true;
     Lane* best = nullptr;
     for (size_t i = 0; i < n; ++i) {
-      Lane& l = lanes_[(turn_ + i) % n];
+      Lane& l = lanes_[begin + (*turn + i) % n];
       if (l.req || l.blocked) continue;
-      if (n > 1) {
+      if (lanes_.size() > 1) {
         int queued = 0;
         if (ioctl(l.fd, SIOCOUTQ, &queued) != 0) queued = 0;
         l.queued = static_cast<size_t>(queued);
-        if (l.queued + len + sizeof(Frame) > laneRoom_) {  // POLLOUT says when it has room again
+        if (l.queued + kChunkBytes + sizeof(Frame) > laneRoom_) {  // POLLOUT says when it has room again
           l.blocked = true;
           continue;
         }
@@ -153,13 +271,19 @@ bool SocketStream::moveSend() {
       if (!best || l.queued < best->queued) best = &l;
     }
     if (!best) return true;
-    turn_ = (turn_ + 1) % n;
-    best->head = {r->seq, r->tag, static_cast<uint32_t>(r->size), static_cast<uint32_t>(r->handed),
-                  static_cast<uint32_t>(len)};
-    r->handed += len;
-    r->framed = true;
-    ++r->frames;
-    best->req = r;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      size_t len = 0;
+      Request* r = unframed(&len);
+      if (!r) return true;
+      best->head = {r->seq, r->tag, static_cast<uint32_t>(r->size), static_cast<uint32_t>(r->handed),
+                    static_cast<uint32_t>(len)};
+      r->handed += len;
+      r->framed = true;
+      ++r->frames;
+      best->req = r;
+    }
+    *turn = (*turn + 1) % n;
     best->moved = 0;
     if (!writeFrame(*best)) return false;
   }
@@ -189,32 +313,30 @@ bool SocketStream::writeFrame(Lane& l) {
     l.blocked = true;
     return true;
   }
-  l.req->moved += l.head.len;
-  --l.req->frames;
+  Request* r = l.req;
   l.req = nullptr;
+  finished(r, l.head.len);
   return true;
 }
 
-// The posted message numbered `seq` (null: not posted yet, or done).
+// The posted message numbered `seq` (null: not posted yet, or done). Under mu_.
 SocketStream::Request* SocketStream::posted(uint32_t seq) {
   for (Request* r : queue_)
     if (r->seq == seq) return r;
   return nullptr;
 }
 
-bool SocketStream::moveRecv() {
-  constexpr int kMaxLanes = 64;
+bool SocketStream::moveRecv(size_t begin, size_t end) {
   pollfd p[kMaxLanes];
   Lane* which[kMaxLanes];
-  int n = 0, open = 0;
-  for (Lane& l : lanes_) {
-    open += !l.eof;
-    if (!l.blocked && !l.eof && n < kMaxLanes) {
+  int n = 0;
+  for (size_t i = begin; i < end; ++i) {
+    Lane& l = lanes_[i];
+    if (!recvBlocked(l) && !l.eof && n < kMaxLanes) {
       p[n] = {l.fd, POLLIN, 0};
       which[n++] = &l;
     }
   }
-  ended_ = open == 0;  // the peer closed every lane: nothing more comes than what is here
   if (n == 0) return true;
   if (n == 1) return readLane(*which[0]);  // one: its recv says as much as a poll would
   if (poll(p, n, 0) <= 0) return true;
@@ -234,7 +356,7 @@ bool SocketStream::fits(const Frame& h, const Request* r) const {
 }
 
 // A frame that came before its message was posted, now that it is (r): r
-// counts it, and once all of it is here its bytes go into place.
+// counts it, and once all of it is here its bytes go into place. Under mu_.
 bool SocketStream::claim(std::list<Staged>::iterator s, Request* r) {
   if (!s->counted) {
     if (!fits(s->head, r)) return false;
@@ -252,11 +374,13 @@ bool SocketStream::claim(std::list<Staged>::iterator s, Request* r) {
   return true;
 }
 
-// Reads lane l's frames into their messages until it has no more now. A
-// frame whose message is not posted yet goes into a buffer of the stream's
-// (up to kStageBytes in all), so that a lane ahead of the others keeps
-// moving; past that the lane waits for the post (blocked). False: it broke,
-// or it carried what no request can take.
+// Reads lane l's frames into their messages until it has no more now, or a
+// frame completes a message (its waiter goes on; what follows, at the next
+// call). A frame whose message is not posted yet goes into a buffer of the
+// stream's (up to kStageBytes in all), so that a lane ahead of the others
+// keeps moving; past that the lane waits for a post (blocked). False: it
+// broke, or it carried what no request can take. The system calls run
+// outside mu_, the bookkeeping inside.
 bool SocketStream::readLane(Lane& l) {
   constexpr size_t hb = sizeof(Frame);
   for (;;) {
@@ -264,6 +388,8 @@ bool SocketStream::readLane(Lane& l) {
       const ssize_t k = recv(l.fd, reinterpret_cast<char*>(&l.head) + l.moved, hb - l.moved, MSG_DONTWAIT);
       if (k == 0 && l.moved == 0) {  // closed between frames: the others may still hold some
         l.eof = true;
+        std::lock_guard<std::mutex> lock(mu_);
+        ++eofLanes_;
         return true;
       }
       if (k == 0) return false;  // closed mid-frame
@@ -273,6 +399,7 @@ bool SocketStream::readLane(Lane& l) {
     }
     const Frame& h = l.head;
     if (!l.req && !l.staging) {
+      std::lock_guard<std::mutex> lock(mu_);
       Request* r = posted(h.seq);
       if (!r && h.seq - nextSeq_ >= (1u << 31)) {
         WARN("NET/Socket: a frame of message %u came, which is complete (the next to be posted is %u)", h.seq,
@@ -291,8 +418,9 @@ bool SocketStream::readLane(Lane& l) {
         maxStaged_ = std::max(maxStaged_, stagedBytes_);
         l.stage = std::prev(staged_.end());
         l.staging = true;
-      } else {  // the post unblocks it
+      } else {  // a post unblocks it
         l.blocked = true;
+        l.blockedAt = posts_.load();
         return true;
       }
     }
@@ -306,20 +434,33 @@ bool SocketStream::readLane(Lane& l) {
       l.bytes += static_cast<uint64_t>(k);
       if (l.moved < end) continue;
     }
+    l.moved = 0;
     if (l.staging) {
-      l.stage->full = true;
-      Request* r = l.stage->counted ? posted(h.seq) : nullptr;
-      if (r && !claim(l.stage, r)) return false;
       l.staging = false;
-      l.moved = 0;
+      bool complete = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        l.stage->full = true;
+        Request* r = l.stage->counted ? posted(h.seq) : nullptr;  // posted while its bytes came
+        if (r && !claim(l.stage, r)) return false;
+        complete = r && r->complete();
+      }
+      if (complete) signalDone();
       continue;
     }
     Request* r = l.req;
-    r->moved += h.len;
-    --r->frames;
     l.req = nullptr;
-    l.moved = 0;
-    if (r->complete()) return true;  // its waiter goes on now; what follows, at the next call
+    bool complete;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      r->moved += h.len;
+      --r->frames;
+      complete = r->complete();
+    }
+    if (complete) {
+      signalDone();
+      return true;
+    }
   }
 }
 

@@ -1,24 +1,31 @@
 // One connection of ACCL's TCP backend once it is made: one ordered stream
 // of messages over several TCP sockets ("lanes"), which may leave from
-// several NICs. A message goes in chunks, each a frame (its message's
-// number, tag, total size, offset, length) that any lane may carry, and each
-// chunk goes to whichever lane is free: a lane whose kernel queue of unsent
-// bytes is short (TCP_NOTSENT_LOWAT). So a slow socket or port carries less
-// and the others more, instead of every lane an equal share at the slowest
-// one's rate. The receiver reads each frame straight into its message's
-// place; a message is complete once its bytes are all there, and messages
-// complete in the order they were posted. Nothing moves but in post and
-// test, on the caller's thread: a small message leaves in the call that
-// posts or tests it, with no hand-over.
+// several NICs. A message goes in frames (its number, tag, total size,
+// offset, length; at most kChunkBytes where there are several lanes) that
+// any lane may carry. Each frame goes to a lane with room for all of it in
+// its kernel send buffer, the one with the fewest bytes not yet
+// acknowledged: a lane takes work as fast as it moves it, so a slow socket
+// or port carries less and the others more, instead of every lane an equal
+// share at the slowest one's rate. The receiver reads each frame straight
+// into its message's place (frames of messages not posted yet wait in a
+// buffer of the stream's); messages complete in the order they were posted.
+//
+// Who moves the lanes: with one thread (the default) the caller, in post
+// and test, so a small message leaves in the call that posts it with no
+// hand-over between threads; with helper threads (NCCL_SOCKET_NTHREADS > 1)
+// each moves its share of the lanes by itself, and test only looks.
 #pragma once
 
 #include <poll.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <list>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -33,19 +40,24 @@ class SocketStream {
   SocketStream(const SocketStream&) = delete;
   SocketStream& operator=(const SocketStream&) = delete;
 
+  // Hands the lanes to `threads` helper threads (each its share, in turn);
+  // with 1 or fewer the caller moves them. Once, before the first post.
+  ncclResult_t startHelpers(int threads);
   // A request (*request null where max requests are in flight: call again).
   ncclResult_t post(char* data, size_t size, uint32_t tag, void** request);
-  // Moves every lane of the request's stream as far as it goes now; *done
-  // once the request and all before it are complete (it is then freed), with
-  // its bytes in *size. An error: a lane broke, or the peer sent what no
-  // request can take.
+  // Moves the lanes (where no helpers do) as far as they go now; *done once
+  // the request and all before it are complete (it is then freed), with its
+  // bytes in *size. An error: a lane broke, or the peer sent what no request
+  // can take, or (receiving) every lane ended before the request could.
   static ncclResult_t test(void* request, int* done, size_t* size);
   // The descriptors to poll until the stream can move (at most `max`).
   int pollFds(pollfd* fds, int max) const;
   int lanes() const { return static_cast<int>(lanes_.size()); }
-  size_t stagedBytes() const { return stagedBytes_; }  // recv: frames held for messages not posted yet
+  bool helped() const { return !helpers_.empty(); }
+  size_t stagedBytes();  // recv: frames held for messages not posted yet
 
-  // Bytes of a message one frame carries at most (a smaller message: one frame).
+  // Bytes of a message one frame carries at most where there are several
+  // lanes (with one, a message is one frame).
   static constexpr size_t kChunkBytes = 16 << 10;
   // Bytes of frames a receiver holds for messages not posted yet.
   static constexpr size_t kStageBytes = 4 << 20;
@@ -78,6 +90,8 @@ class SocketStream {
     bool full = false;     // all its bytes are here
     bool counted = false;  // its message, posted, counts it among its frames
   };
+  // A lane's own fields are its mover's (the caller, or its helper); what
+  // they point at is the stream's, under mu_.
   struct Lane {
     int fd;
     Frame head{};
@@ -85,33 +99,52 @@ class SocketStream {
     Request* req = nullptr;     // whose frame it carries (recv: once the head names it)
     bool staging = false;       // recv: its frame goes into `stage` (its message not posted yet)
     std::list<Staged>::iterator stage;
-    bool blocked = false;       // send: would block; recv: its next frame's message is not posted yet
+    bool blocked = false;       // send: no room; recv: its next frame waits for a post (until posts_ moves)
+    uint32_t blockedAt = 0;     // recv: posts_ when it blocked
     bool eof = false;           // recv: the peer closed it (between frames)
     size_t queued = 0;          // send: bytes not yet acknowledged, as last seen
     uint64_t bytes = 0;         // payload and heads it moved (for the log)
   };
+  // A helper thread and the lanes it moves: [begin, end).
+  struct Helper {
+    std::thread thread;
+    int wakeFd = -1;  // an eventfd: a post, or the stop
+    size_t begin = 0, end = 0;
+    size_t turn = 0;  // send: the lane that wins a tie (in turn)
+  };
 
   ncclResult_t test(Request* r, int* done, size_t* size);
-  bool moveSend();
-  bool moveRecv();
+  bool moveSend(size_t begin, size_t end, size_t* turn);
+  bool moveRecv(size_t begin, size_t end);
   bool writeFrame(Lane& l);
   bool readLane(Lane& l);
+  bool recvBlocked(const Lane& l) const { return l.blocked && l.blockedAt == posts_.load(); }
+  int lanePollFds(size_t begin, size_t end, pollfd* fds, int max) const;
+  void finished(Request* r, size_t len);  // a frame of r done: under no lock
+  void helperLoop(Helper* h);
+  void signalDone();
   Request* unframed(size_t* len) const;
   Request* posted(uint32_t seq);
   bool fits(const Frame& h, const Request* r) const;
   bool claim(std::list<Staged>::iterator s, Request* r);
 
   bool send_;
-  bool broken_ = false;
-  bool ended_ = false;          // recv: every lane closed (frames held ahead still go to their posts)
   std::vector<Lane> lanes_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
+  int doneFd_ = -1;                // helpers: an eventfd a request's completion (or a failure) writes
+  std::atomic<bool> stop_{false};  // helpers: the stream closes
+  std::atomic<uint32_t> posts_{0};  // recv: posts so far (a blocked lane looks again when it moves)
+  size_t turn_ = 0;               // send, no helpers: the lane that wins a tie (in turn)
+  size_t laneRoom_ = SIZE_MAX;    // send, several lanes: the bytes a lane may have unacknowledged
+
+  std::mutex mu_;  // what follows (the caller's, and every helper's)
+  bool broken_ = false;
+  size_t eofLanes_ = 0;         // recv: lanes the peer closed; all of them: nothing more comes
   std::deque<Request*> queue_;  // posted, oldest first
   uint32_t nextSeq_ = 0;        // the next posted message's number
-  std::list<Staged> staged_;  // recv: frames ahead of the posts, oldest first
+  std::list<Staged> staged_;    // recv: frames ahead of the posts, oldest first
   size_t stagedBytes_ = 0;
   size_t maxStaged_ = 0;        // recv: the most it held (for the log)
-  size_t turn_ = 0;             // send: the lane that wins a tie (in turn)
-  size_t laneRoom_ = SIZE_MAX;  // send, several lanes: the bytes a lane may have unacknowledged
 };
 
 }  // namespace accl

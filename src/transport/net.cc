@@ -223,10 +223,11 @@ class NetConnection : public Connection {
     fifo.ctrl->tail.store(tail, std::memory_order_seq_cst);
     if (unsent() && driven_.load(std::memory_order_seq_cst) == 0) wakeProxy();
   }
-  // ACCL's own backend reads a send's memory only while a thread of ours
-  // moves it, so an abandoned message is never read again; a plugin may
-  // read it from threads of its own, so its sends go from the slots.
-  bool sendsFromMemory() const override { return isSend && net_->version() == 0; }
+  // Where the backend reads a send's memory only in the calls a thread of
+  // ours makes (ACCL's own without helper threads), an abandoned message is
+  // never read again, so sends go straight from the caller's memory; a
+  // backend with threads of its own sends from the slots.
+  bool sendsFromMemory() const override { return isSend && net_->readsSendsOnlyInCalls(); }
   void abandonFrom() override {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint64_t k = sent_; k < fifo.ctrl->tail.load(std::memory_order_relaxed); ++k)
@@ -393,10 +394,19 @@ class NetConnection : public Connection {
   void sendAbortFrame() {
     if (fifo.ctrl->abort.load() == 0 && comm_->abortFlag.load() == 0) return;  // a normal close
     Deadline dl(nullptr, 1);
+    // Messages the backend has (a backend with threads of its own may still
+    // be sending them) get until the deadline to finish, so that the peer
+    // takes what was sent before the abort: the frame says how many.
     uint64_t sent;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sent = sent_;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        const bool failed = moveSend() == Moved::Failed;
+        sent = sent_;
+        if (failed || sent_ == issued_) break;
+      }
+      if (dl.expired()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     const uint32_t frame[3] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load()),
                                static_cast<uint32_t>(sent)};

@@ -215,6 +215,9 @@ TEST(net_socket_lanes_carry_one_ordered_stream) {
   CHECK(connectPair(b, kSecret, kSecret, &p));
   CHECK_EQ(static_cast<SocketStream*>(p.send)->lanes(), 6);
   CHECK_EQ(static_cast<SocketStream*>(p.recv)->lanes(), 6);
+  CHECK(static_cast<SocketStream*>(p.send)->helped());  // two helper threads move them, each side
+  CHECK(static_cast<SocketStream*>(p.recv)->helped());
+  CHECK(!b->readsSendsOnlyInCalls());
   const size_t k64 = SocketStream::kChunkBytes;
   const std::vector<size_t> sizes = {0, 1, 1000, k64 - 1, k64, k64 + 1, 200000, (1 << 20) + 3, 5};
   std::vector<std::vector<char>> out, in;
@@ -247,10 +250,12 @@ TEST(net_socket_receiver_takes_frames_ahead_of_its_posts) {
   // 16 messages of 512 KiB sent before the receiver posts more than one:
   // frames of later messages come first and wait in the receiver's buffer
   // (4 MiB at most; past that a lane waits for the post); every byte lands.
-  Lanes lanes(1, 4);
+  for (int threads : {1, 4}) {
+  Lanes lanes(threads, threads == 1 ? 4 : 1);
   NetBackend* b = socketBackend();
   Pair p;
   CHECK(connectPair(b, kSecret, kSecret, &p));
+  CHECK_EQ(static_cast<SocketStream*>(p.recv)->helped(), threads > 1);
   const size_t n = 16, size = 512 << 10;
   std::vector<std::vector<char>> out(n, std::vector<char>(size)), in(n, std::vector<char>(size, 0));
   for (size_t m = 0; m < n; ++m)
@@ -287,6 +292,7 @@ TEST(net_socket_receiver_takes_frames_ahead_of_its_posts) {
   CHECK(staged);
   for (size_t m = 0; m < n; ++m) CHECK(memcmp(in[m].data(), out[m].data(), size) == 0);
   closePair(b, &p);
+  }
 }
 
 TEST(net_socket_merges_devices) {
@@ -324,8 +330,8 @@ TEST(net_socket_receiver_keeps_what_came_before_the_peer_closed) {
   // The sender sends three messages and closes. The receiver, which posted
   // one, reads ahead (the other two wait in its buffer) to the end of every
   // lane; the two it posts after still complete, and a fourth fails.
-  for (int socks : {1, 3}) {
-    Lanes lanes(1, socks);
+  for (int threads : {1, 2}) for (int socks : {1, 3}) {
+    Lanes lanes(threads, socks);
     NetBackend* b = socketBackend();
     Pair p;
     CHECK(connectPair(b, kSecret, kSecret, &p));
