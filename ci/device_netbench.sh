@@ -3,8 +3,9 @@
 # buffers between two "hosts" (NCCL_HOSTID per process) on the one GPU under
 # MPS, so that both libraries go through their network transport over
 # loopback TCP: the same all_reduce_perf on NVIDIA's NCCL (its socket
-# transport) and on ACCL (its TCP backend; with SOCKS sockets per
-# connection too), in turn, ROUNDS rounds. Tables go to $OUT, rows to stdout.
+# transport) and on ACCL (its TCP backend: by default, then with each of
+# CONFIGS, ';'-separated settings of the ranks' environment), in turn,
+# ROUNDS rounds. Tables go to $OUT, rows to stdout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . ci/device_perf_drivers.sh
@@ -26,8 +27,9 @@ one() {  # name, library dir, extra environment for the ranks (NAME=VALUE ...)
 for r in $(seq "${ROUNDS:-2}"); do
   one "nccl_r$r" "$NCCL_LIB"
   one "accl_r$r" "$ACCL_LIB"
-  for s in ${SOCKS:-4}; do
-    one "accl_socks${s}_r$r" "$ACCL_LIB" NCCL_NSOCKS_PERTHREAD="$s"
+  IFS=';' read -ra configs <<< "${CONFIGS:-NCCL_SOCKET_NTHREADS=2;NCCL_SOCKET_NTHREADS=4}"
+  for i in "${!configs[@]}"; do
+    one "accl_c${i}_r$r" "$ACCL_LIB" ${configs[$i]}
   done
 done
 echo quit | nvidia-cuda-mps-control

@@ -120,7 +120,8 @@ def test_rank_with_a_private_dev_shm_is_another_host(mount_ns, c_program, comm_i
     wrap = (MOUNT_NS, "mount -t tmpfs tmpfs /dev/shm")
     codes, logs = _run_pair(c_program("rank_worker"), tmp_path, wrap, 1 << 16, 5, env)
     assert codes == [0, 0], logs[0] + logs[1]
-    assert "net/net)" in logs[0], logs[0]  # the ring's connections (the "ready" line)
+    # The ring's connections (the "ready" line): the network, its backend and NIC.
+    assert re.search(r"net \(Socket \S+\)/net \(Socket \S+\)\)", logs[0]), logs[0]
 
 
 @pytest.mark.timeout(120)
