@@ -328,20 +328,21 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         net = EmuNet(a.hosts, a.nics, a.planes, a.rate)
         ports = [_port_rate(spec, net) for spec in a.port_rate]
-        if a.verb == "up":
-            net.up()
+
+        def set_port_rates() -> None:  # once the network is up: --port-rate on every host
             for rail, plane, rate in ports:
                 for h in range(net.nhosts):
                     net.set_rate(h, rail, plane, rate)
+        if a.verb == "up":
+            net.up()
+            set_port_rates()
             print(json.dumps(net.describe(), indent=1))
             return 0
         if a.verb == "streams":
             if a.hosts < 2:
                 p.error("streams needs 2 hosts or more")
             with net:
-                for rail, plane, rate in ports:
-                    for h in range(net.nhosts):
-                        net.set_rate(h, rail, plane, rate)
+                set_port_rates()
                 rates = net.streams(0, 1, a.per_port, a.seconds, a.both)
             for name, mbs in sorted(rates.items()):
                 print(f"{name}: {mbs:.1f} MB/s")
@@ -353,9 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         if not cmd:
             p.error("launch needs a program: ... launch -- python -m accl.perf allreduce")
         with net:
-            for rail, plane, rate in ports:
-                for h in range(net.nhosts):
-                    net.set_rate(h, rail, plane, rate)
+            set_port_rates()
             results = net.launch(cmd, a.ranks_per_host, a.timeout)
             for r, res in enumerate(results):
                 if r == 0 or res.returncode != 0:

@@ -14,6 +14,12 @@
 
 namespace accl {
 
+// Milliseconds on the monotonic clock.
+inline uint64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 class Deadline {
  public:
   using Clock = std::chrono::steady_clock;

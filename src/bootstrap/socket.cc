@@ -240,7 +240,7 @@ ncclResult_t ioStep(int fd, bool send, char* p, size_t left, size_t* moved) {
   if (n > 0) { *moved = static_cast<size_t>(n); return ncclSuccess; }
   *moved = 0;
   if (n == 0 && !send) return ncclRemoteError;  // orderly shutdown by the peer
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return ncclSuccess;
+  if (n < 0 && socketWouldBlock()) return ncclSuccess;
   if (n < 0 && (errno == ECONNRESET || errno == EPIPE)) return ncclRemoteError;
   WARN("socket %s failed: %s", send ? "send" : "recv", strerror(errno));
   return ncclSystemError;

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <string>
 
@@ -49,6 +50,9 @@ ncclResult_t socketListen(const SockAddr& addr, int* fd, SockAddr* bound);
 // the result is ncclRemoteError (for a peer known to have listened already).
 ncclResult_t socketConnect(const SockAddr& addr, const Deadline& dl, int* fd, bool* refused = nullptr);
 ncclResult_t socketAccept(int listenFd, const Deadline& dl, int* fd);
+// Whether a failed non-blocking socket call (errno) only means "not now".
+inline bool socketWouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
+
 // A connection if one is waiting, else *fd = -1 (ncclSuccess either way).
 // *starved (where given) is 0, or the errno that says one is waiting but
 // the process (EMFILE) or the system (ENFILE, ENOBUFS, ENOMEM) ran out of

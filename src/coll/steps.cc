@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "base/check.h"
@@ -21,11 +20,6 @@ namespace {
 // A wait that has spun long enough sleeps until the peer moves the counter,
 // waking this often for the deadline and liveness checks (and an abort).
 constexpr int kSleepCheckMs = 10;
-
-uint64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Whether this thread may run on one CPU only (a rank bound to a core): then
 // its connections' proxies can only take turns with it, and it keeps them

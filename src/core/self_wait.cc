@@ -2,18 +2,13 @@
 
 #include <dirent.h>
 
-#include <chrono>
 
 #include "base/param.h"
 #include "base/threads.h"
+#include "base/wait.h"
 
 namespace accl {
 namespace {
-
-uint64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Whether the process may have a thread, besides the calling one and ACCL's
 // own, that could still call the stuck rank. In doubt (no /proc), yes.

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +30,7 @@
 #include "base/debug.h"
 #include "base/param.h"
 #include "base/sha256.h"
+#include "base/wait.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
@@ -140,11 +140,6 @@ struct Connecting {
   }
 };
 
-uint64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // A lane being accepted: challenged, its proof coming.
 struct Pending {
   int fd;
@@ -175,8 +170,6 @@ struct Listen {
   }
 };
 
-bool wouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
-
 void tune(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -204,7 +197,7 @@ int helpersFor() {
 int lanesFor(int nics) {
   const int64_t threads = paramInt(Param::SocketNthreads), socks = paramInt(Param::NsocksPerthread);
   if (threads <= 0 && socks <= 0) return nics;
-  const int64_t t = std::min<int64_t>(std::max<int64_t>(threads, 1), 16);
+  const int64_t t = helpersFor();
   const int64_t k = std::min<int64_t>(std::max<int64_t>(socks, 1), 64);
   static std::once_flag said;
   std::call_once(said, [&] {
@@ -343,7 +336,7 @@ class SocketNet final : public NetBackend {
     for (size_t i = 0; i < l.pending.size();) {
       Pending& p = l.pending[i];
       const ssize_t k = recv(p.fd, reinterpret_cast<char*>(&p.proof) + p.got, sizeof(p.proof) - p.got, MSG_DONTWAIT);
-      if (k < 0 && wouldBlock()) {
+      if (k < 0 && socketWouldBlock()) {
         ++i;
         continue;
       }
@@ -479,7 +472,7 @@ class SocketNet final : public NetBackend {
     *done = false;
     while (l->got < kNonceBytes) {
       const ssize_t k = recv(l->fd, l->challenge + l->got, kNonceBytes - l->got, MSG_DONTWAIT);
-      if (k < 0 && (wouldBlock() || errno == ENOTCONN)) return ncclSuccess;
+      if (k < 0 && (socketWouldBlock() || errno == ENOTCONN)) return ncclSuccess;
       if (k <= 0) {
         WARN("NET/Socket: connecting to %s failed: %s", addrToString(l->to).c_str(),
              k == 0 ? "the listener closed the connection" : strerror(errno));
@@ -491,7 +484,7 @@ class SocketNet final : public NetBackend {
     while (l->sent < sizeof(l->proof)) {
       const ssize_t k = send(l->fd, reinterpret_cast<char*>(&l->proof) + l->sent, sizeof(l->proof) - l->sent,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (k < 0 && wouldBlock()) return ncclSuccess;
+      if (k < 0 && socketWouldBlock()) return ncclSuccess;
       if (k < 0) {
         WARN("NET/Socket: sending to %s failed: %s", addrToString(l->to).c_str(), strerror(errno));
         return ncclRemoteError;
@@ -518,7 +511,7 @@ class SocketNet final : public NetBackend {
         }
         const int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-          if (!wouldBlock() && errno != ECONNABORTED)
+          if (!socketWouldBlock() && errno != ECONNABORTED)
             WARN("NET/Socket: accepting a connection failed: %s", strerror(errno));
           break;
         }

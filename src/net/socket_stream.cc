@@ -19,6 +19,7 @@
 #include "base/check.h"
 #include "base/debug.h"
 #include "base/threads.h"
+#include "bootstrap/socket.h"
 #include "plugin/nccl_net.h"
 
 namespace accl {
@@ -38,8 +39,6 @@ constexpr int kMaxLanes = 64;
 // A helper with nothing to do looks at the stop this often (a post or the
 // stop wakes it at once).
 constexpr int kHelperIdleMs = 100;
-
-bool wouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
 
 void poke(int fd) {
   const uint64_t one = 1;
@@ -303,7 +302,7 @@ bool SocketStream::writeFrame(Lane& l) {
   m.msg_iovlen = n;
   const ssize_t k = sendmsg(l.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (k < 0) {
-    if (!wouldBlock()) return false;
+    if (!socketWouldBlock()) return false;
     l.blocked = true;
     return true;
   }
@@ -393,7 +392,7 @@ bool SocketStream::readLane(Lane& l) {
         return true;
       }
       if (k == 0) return false;  // closed mid-frame
-      if (k < 0) return wouldBlock();
+      if (k < 0) return socketWouldBlock();
       l.moved += static_cast<size_t>(k);
       if (l.moved < hb) continue;
     }
@@ -429,7 +428,7 @@ bool SocketStream::readLane(Lane& l) {
       char* to = l.staging ? l.stage->data.get() : l.req->data + h.offset;
       const ssize_t k = recv(l.fd, to + (l.moved - hb), end - l.moved, MSG_DONTWAIT);
       if (k == 0) return false;
-      if (k < 0) return wouldBlock();
+      if (k < 0) return socketWouldBlock();
       l.moved += static_cast<size_t>(k);
       l.bytes += static_cast<uint64_t>(k);
       if (l.moved < end) continue;

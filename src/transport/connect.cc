@@ -136,7 +136,7 @@ ncclResult_t setUp(ncclComm* comm, const std::vector<int>& sendTo, const std::ve
     b.pause();
   }
   for (size_t i = 0; i < recvFrom.size(); ++i) {  // 4
-    if (recvFds[i].get() < 0) continue;  // the socket carries the data: nothing to acknowledge
+    if (recvFds[i].get() < 0) continue;  // the socket is the connection's now (its control line): nothing to acknowledge
     char ack = 0;
     at->peer = recvFrom[i];
     at->step = "reading its acknowledgement";

@@ -67,11 +67,6 @@ constexpr uint64_t kDeadDrainMs = 100;
 // A proxy looks at its control line at least this often.
 constexpr uint64_t kCtrlCheckMs = 5;
 
-uint64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // This rank's device. Ranks of one host take the devices in turn (local rank
 // i the i-th), so that each rank's traffic leaves through a NIC of its own;
 // where a host has more devices than ranks, each rank merges its share (up
@@ -357,7 +352,7 @@ class NetConnection : public Connection {
     for (;;) {
       const ssize_t k = recv(ctrl_, reinterpret_cast<char*>(ctrlFrame_) + ctrlGot_, sizeof(ctrlFrame_) - ctrlGot_,
                              MSG_DONTWAIT);
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Spoke::Nothing;
+      if (k < 0 && socketWouldBlock()) return Spoke::Nothing;
       if (k <= 0) {  // closed (or broken) with no close frame
         peerDied_ = true;
         return Spoke::Closed;
