@@ -1,9 +1,10 @@
-/* NCCL's network plugin interface, versions 8 to 11: the table of functions
+/* NCCL's network plugin interface, versions 8 to 12: the table of functions
  * a plugin exports as ncclNetPlugin_v<N> (a shared object named
  * libnccl-net-<name>.so or libnccl-net.so). ACCL loads such plugins
  * (src/net/plugin.cc) and builds its test plugins against this file. The
  * layouts are NCCL's, field for field (v11 as released with NCCL 2.28, with
- * its per-init context); a plugin built for NCCL works here. */
+ * its per-init context; v12, the one NCCL 2.32 loads first, with a NIC's
+ * rail and plane); a plugin built for NCCL works here. */
 #ifndef ACCL_PLUGIN_NCCL_NET_H_
 #define ACCL_PLUGIN_NCCL_NET_H_
 
@@ -51,6 +52,7 @@ typedef struct {
 typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v9_t;
 typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v10_t;
 typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v11_t;
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v12_t;
 
 /* A device's properties: v8; v9 and v10 add forceFlush, virtual devices and
  * the largest transfers; v11 adds the fabric id. speed in Mbps. */
@@ -243,6 +245,68 @@ typedef struct {
   ncclResult_t (*finalize)(void* ctx);
   ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v11_t* netAttr);
 } ncclNet_v11_t;
+
+/* v12 (NCCL 2.32): the table of v11 with wider types: a virtual device
+ * merges up to 8 devices, and a device says which rail and plane it is on
+ * (-1 where the plugin does not know). */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+typedef ncclNetCommConfig_v11_t ncclNetCommConfig_v12_t;
+typedef ncclNetCommAttr_v11_t ncclNetCommAttr_v12_t;
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
+
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v12_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;
+  int16_t planeId;
+} ncclNetProperties_v12_t;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t logFunction,
+                       ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v12_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v12_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                        void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                        void** phandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v12_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+  ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v12_t* netAttr);
+} ncclNet_v12_t;
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,8 @@ struct NetDeviceProps {
   float latencyUs = 0;
   int maxComms = 0;
   int maxRecvs = 1;
+  int rail = -1;        // the rail and plane it is on (-1: unknown; a v12 plugin may say)
+  int plane = -1;
 };
 
 class NetBackend {
@@ -41,8 +43,8 @@ class NetBackend {
   // Physical devices: 0 to devices()-1. Merged ones (makeVDevice) come after.
   virtual int devices() = 0;
   virtual ncclResult_t properties(int dev, NetDeviceProps* out) = 0;
-  // A device that carries each connection over all of devs (up to 4, as NCCL
-  // merges a NIC's ports); the same set gives the same device. A backend that
+  // A device that carries each connection over all of devs (up to 4, or 8
+  // for a v12 plugin, as NCCL merges a NIC's ports); the same set gives the same device. A backend that
   // cannot merge says so (ncclInvalidUsage), without a WARN.
   virtual ncclResult_t makeVDevice(const int* devs, int n, int* vdev) { return ncclInvalidUsage; }
   // The receiver's side: fills `handle` (kNetHandleBytes) for the sender.

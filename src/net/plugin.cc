@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/debug.h"
@@ -34,9 +35,10 @@ void pluginLog(ncclDebugLogLevel level, unsigned long flags, const char* file, i
   logMessage(l, l == LogLevel::Warn ? kAll : subsys, file ? file : "net plugin", line, "%s", text);
 }
 
-// One version's table as a NetBackend. V: 8 to 11; the differences are in
+// One version's table as a NetBackend. V: 8 to 12; the differences are in
 // the size types, the profiler handles (v10), the connection's config (v10
-// only) and the context (v11: one per process here, from its init).
+// only), the context (v11 on: one per process here, from its init) and the
+// virtual devices' width and a device's rail and plane (v12).
 template <int V, typename Table, typename Props>
 class Plugin final : public NetBackend {
  public:
@@ -61,12 +63,18 @@ class Plugin final : public NetBackend {
     out->latencyUs = p.latency;
     out->maxComms = p.maxComms;
     out->maxRecvs = p.maxRecvs;
+    if constexpr (V >= 12) {
+      out->rail = p.railId;
+      out->plane = p.planeId;
+    }
     return ncclSuccess;
   }
   ncclResult_t makeVDevice(const int* devs, int n, int* vdev) override {
     if constexpr (V >= 9) {
-      if (t_->makeVDevice && n >= 1 && n <= NCCL_NET_MAX_DEVS_PER_NIC_V9) {
-        ncclNetVDeviceProps_v9_t props{};
+      using VProps = std::conditional_t<V >= 12, ncclNetVDeviceProps_v12_t, ncclNetVDeviceProps_v9_t>;
+      constexpr int kMaxDevs = sizeof(VProps::devs) / sizeof(int);
+      if (t_->makeVDevice && n >= 1 && n <= kMaxDevs) {
+        VProps props{};
         props.ndevs = n;
         for (int i = 0; i < n; ++i) props.devs[i] = devs[i];
         return t_->makeVDevice(vdev, &props);
@@ -136,12 +144,18 @@ class Plugin final : public NetBackend {
 
  private:
   const Table* t_;
-  void* ctx_;  // v11's
+  void* ctx_;  // v11 and v12's
 };
 
 // The table of the newest version `lib` exports that ACCL loads, initialized:
 // a NetBackend, or null with *why.
 NetBackend* take(void* lib, std::string* why) {
+  if (auto* t = static_cast<const ncclNet_v12_t*>(dlsym(lib, "ncclNetPlugin_v12"))) {
+    void* ctx = nullptr;  // as v11's
+    ncclNetCommConfig_v12_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    if (t->init(&ctx, 0, &config, pluginLog, nullptr) != ncclSuccess) return *why = "its init (v12) failed", nullptr;
+    return new Plugin<12, ncclNet_v12_t, ncclNetProperties_v12_t>(t, ctx);
+  }
   if (auto* t = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"))) {
     // One context for the process (never finalized: connections may outlive static destruction).
     void* ctx = nullptr;
@@ -164,7 +178,7 @@ NetBackend* take(void* lib, std::string* why) {
   std::string older;
   for (int v = 7; v >= 2; --v)
     if (dlsym(lib, ("ncclNetPlugin_v" + std::to_string(v)).c_str())) older += (older.empty() ? "v" : ", v") + std::to_string(v);
-  *why = "it exports no table ACCL loads (ncclNetPlugin_v8 to v11)";
+  *why = "it exports no table ACCL loads (ncclNetPlugin_v8 to v12)";
   if (!older.empty()) *why += "; it has " + older;
   return nullptr;
 }
@@ -210,6 +224,12 @@ NetBackend* loadNetPlugin() {
   }
   INFO(kInit | kNet, "NET/Plugin: Loaded net plugin %s (v%d) from %s, %d device(s)", b->name(), b->version(),
        tried.c_str(), b->devices());
+  for (int d = 0; d < b->devices() && d < 64; ++d) {
+    NetDeviceProps p;
+    if (b->properties(d, &p) != ncclSuccess) continue;
+    INFO(kInit | kNet, "NET/Plugin: device %d %s: %d Mbps, rail %d, plane %d (-1: not said), pointers 0x%x", d,
+         p.name.c_str(), p.speedMbps, p.rail, p.plane, p.ptrSupport);
+  }
   return b;
 }
 

@@ -1,6 +1,7 @@
 """NCCL net plugins (src/net/plugin.cc): a foreign plugin built in the tree
 (tests/plugins/net_plugin.c, against ACCL's installed plugin/nccl_net.h only)
-carries every collective between emulated hosts, as table v11 and as v8;
+carries every collective between emulated hosts, as table v12 (NCCL 2.32's),
+v11 and v8;
 plugins that cannot be used (init fails, only an older table, no file) fall
 back to ACCL's own backend with one WARN saying why; NCCL_NET picks a backend
 by name, and a name that is not there fails the init clearly."""
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or n
                                 reason="needs root and iproute2 for network namespaces")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VARIANTS = {"v11": ["-DPLUGIN_VERSION=11"], "v8": ["-DPLUGIN_VERSION=8"],
-            "silent": ["-DPLUGIN_VERSION=11", "-DSILENT_CLOSE"],
-            "broken": ["-DPLUGIN_VERSION=11", "-DBROKEN_INIT"], "old": ["-DOLD_ONLY", "-Wno-unused-function"]}
+VARIANTS = {"v12": ["-DPLUGIN_VERSION=12"], "v11": ["-DPLUGIN_VERSION=11"], "v8": ["-DPLUGIN_VERSION=8"],
+            "silent": ["-DPLUGIN_VERSION=12", "-DSILENT_CLOSE"],
+            "broken": ["-DPLUGIN_VERSION=12", "-DBROKEN_INIT"], "old": ["-DOLD_ONLY", "-Wno-unused-function"]}
 COLLECTIVES = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter",
                "sendrecv"]
 
@@ -59,7 +60,8 @@ def debug_env(**extra):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("variant,collectives", [("v11", COLLECTIVES), ("v8", ["allreduce", "sendrecv"])])
+@pytest.mark.parametrize("variant,collectives", [("v12", COLLECTIVES), ("v11", ["allreduce", "sendrecv"]),
+                                                 ("v8", ["allreduce", "sendrecv"])])
 def test_a_plugin_carries_every_collective_between_hosts(plugin, net, variant, collectives):
     env = debug_env(NCCL_NET_PLUGIN=plugin(variant))
     for coll in collectives:
@@ -69,6 +71,8 @@ def test_a_plugin_carries_every_collective_between_hosts(plugin, net, variant, c
         assert all(r.returncode == 0 for r in results), "\n".join(r.stdout[-3000:] for r in results)
         assert "# Out of bounds values : 0 OK" in out, out[-3000:]
         assert f"NET/Plugin: Loaded net plugin AcclTestNet ({variant})" in out, out[-3000:]
+        rail = "rail 3, plane 1" if variant == "v12" else "rail -1, plane -1"  # only v12 says (the plugin: 3, 1)
+        assert f"NET/Plugin: device 0 acctest0: 1000 Mbps, {rail}" in out, out[-3000:]
         moved = [int(line.rsplit("after ", 1)[1].split()[0]) for line in out.splitlines()
                  if "AcclTestNet: closed a send connection after" in line]
         assert moved and max(moved) > 0, out[-3000:]  # the data went through the plugin
@@ -76,8 +80,8 @@ def test_a_plugin_carries_every_collective_between_hosts(plugin, net, variant, c
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("variant,why", [
-    ("broken", "its init (v11) failed"),
-    ("old", "it exports no table ACCL loads (ncclNetPlugin_v8 to v11); it has v7"),
+    ("broken", "its init (v12) failed"),
+    ("old", "it exports no table ACCL loads (ncclNetPlugin_v8 to v12); it has v7"),
     (None, "no plugin could be loaded"),
 ])
 def test_an_unusable_plugin_falls_back_with_a_warning(plugin, net, c_program, variant, why):

@@ -2,7 +2,7 @@
  * written against include/plugin/nccl_net.h alone, as a plugin author
  * would. Its one device is the first interface NCCL_SOCKET_IFNAME names
  * (IPv4). Built several ways (tests/native/test_net_plugin.py):
- *   -DPLUGIN_VERSION=11 or 8   exports ncclNetPlugin_v11 or ncclNetPlugin_v8
+ *   -DPLUGIN_VERSION=12, 11 or 8   exports ncclNetPlugin_v12, _v11 or _v8
  *   -DBROKEN_INIT              its init fails
  *   -DOLD_ONLY                 exports only ncclNetPlugin_v7 (which ACCL does not load)
  *   -DSILENT_CLOSE             a peer's closing is never an error (as with some RDMA plugins): a
@@ -231,9 +231,18 @@ static ncclResult_t iflush(void* c, int n, void** d, int* s, void** m, void** r)
 #if defined(OLD_ONLY)
 /* Only an older table's name: ACCL must refuse it and say which it has. */
 __attribute__((visibility("default"))) const int ncclNetPlugin_v7 = 7;
-#elif PLUGIN_VERSION == 11
+#elif PLUGIN_VERSION == 11 || PLUGIN_VERSION == 12
+/* v11 and v12 share a table's shape; v12's types are wider and its devices
+ * name their rail and plane. */
+#if PLUGIN_VERSION == 12
+#define V(name) name##_v12_t
+#define TABLE_NAME ncclNetPlugin_v12
+#else
+#define V(name) name##_v11_t
+#define TABLE_NAME ncclNetPlugin_v11
+#endif
 static int ctx11;  /* what init gives: listen and connect must get it back */
-static ncclResult_t init11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* cfg, ncclDebugLogger_t l,
+static ncclResult_t init11(void** ctx, uint64_t commId, V(ncclNetCommConfig)* cfg, ncclDebugLogger_t l,
                            ncclProfilerCallback_t p) {
   (void)commId, (void)cfg, (void)p;
   *ctx = &ctx11;
@@ -243,7 +252,7 @@ static ncclResult_t listen11(void* ctx, int dev, void* h, void** l) {
   if (ctx != &ctx11) return ncclInvalidArgument;
   return do_listen(dev, h, l);
 }
-static ncclResult_t props11(int dev, ncclNetProperties_v11_t* p) {
+static ncclResult_t props11(int dev, V(ncclNetProperties)* p) {
   (void)dev;
   memset(p, 0, sizeof(*p));
   p->name = (char*)"acctest0";
@@ -252,14 +261,18 @@ static ncclResult_t props11(int dev, ncclNetProperties_v11_t* p) {
   p->speed = 1000;
   p->maxComms = 1024;
   p->maxRecvs = 1;
+#if PLUGIN_VERSION == 12
+  p->railId = 3; /* what ACCL logs of it */
+  p->planeId = 1;
+#endif
   return ncclSuccess;
 }
-static ncclResult_t connect11(void* ctx, int dev, void* h, void** s, ncclNetDeviceHandle_v11_t** d) {
+static ncclResult_t connect11(void* ctx, int dev, void* h, void** s, V(ncclNetDeviceHandle)** d) {
   (void)dev, (void)d;
   if (ctx != &ctx11) return ncclInvalidArgument;
   return do_connect(h, s);
 }
-static ncclResult_t accept11(void* l, void** r, ncclNetDeviceHandle_v11_t** d) { (void)d; return do_accept(l, r); }
+static ncclResult_t accept11(void* l, void** r, V(ncclNetDeviceHandle)** d) { (void)d; return do_accept(l, r); }
 static ncclResult_t isend11(void* c, void* data, size_t size, int tag, void* m, void* ph, void** r) {
   (void)tag, (void)ph;
   return post(c, data, size, m, r);
@@ -269,7 +282,7 @@ static ncclResult_t irecv11(void* c, int n, void** data, size_t* sizes, int* tag
   if (n != 1) return ncclInvalidArgument;
   return post(c, data[0], sizes[0], m[0], r);
 }
-__attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
+__attribute__((visibility("default"))) const V(ncclNet) TABLE_NAME = {
     "AcclTestNet", init11, devices, props11, listen11, connect11, accept11, regMr, NULL, deregMr, isend11, irecv11,
     iflush, test, close_comm, close_comm, close_listen, NULL, NULL, NULL, NULL, NULL};
 #else
