@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <string>
@@ -25,16 +26,20 @@
 namespace accl {
 namespace {
 
-// With several lanes, each lane's kernel send buffer (bytes unsent or not
-// yet acknowledged) is this small, so that a lane has room for a new frame
-// only once most of its earlier ones have arrived: a slow lane's backlog
-// stays short, and the frames it would have queued go to lanes that move.
-// The kernel gives twice this and says a lane is writable again once two
-// thirds of that is free, room for a chunk. Measured on the emulated
-// network (docs/perf.md): with larger buffers (or chunks) the lanes fill
-// in one burst of the sender's and drain apart, and a port at half the
-// rate took an equal share.
+// With several lanes, a lane starts with a kernel send buffer (bytes unsent
+// or not yet acknowledged) this small, and never has less, so that it has
+// room for a new frame only once most of its earlier ones have arrived: a
+// slow lane's backlog stays short, and the frames it would have queued go
+// to lanes that move. The kernel gives twice this and says a lane is
+// writable again once a third of that is free. Measured on the emulated
+// network (docs/perf.md): with larger buffers (or frames) for every lane the
+// lanes fill in one burst of the sender's and drain apart, and a port at
+// half the rate took an equal share. A lane seen to move faster gets a
+// buffer of kLaneWindowUs of its rate (as far as the kernel allows:
+// net.core.wmem_max), and frames an eighth of that.
 constexpr int kLaneBufferBytes = 64 << 10;
+constexpr uint64_t kLaneWindowUs = 1000;
+constexpr uint64_t kWatchUs = 2000;  // a lane's rate: one sample this often at most
 constexpr int kMaxLanes = 64;
 // A helper with nothing to do looks at the stop this often (a post or the
 // stop wakes it at once).
@@ -50,21 +55,53 @@ void drain(int fd) {
   (void)!read(fd, &n, sizeof(n));
 }
 
+uint64_t nowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 SocketStream::SocketStream(std::vector<int> fds, bool send) : send_(send) {
   for (int fd : fds) {
-    if (send && fds.size() > 1) {
-      int bytes = kLaneBufferBytes;
-      socklen_t len = sizeof(bytes);
-      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-      if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) == 0 && bytes > 0)  // what the kernel gave (twice)
-        laneRoom_ = std::min(laneRoom_, static_cast<size_t>(bytes) * 19 / 20);
-    }
     Lane l;
     l.fd = fd;
+    if (send && fds.size() > 1) sizeLane(l, 2 * kLaneBufferBytes);
     lanes_.push_back(l);
   }
+}
+
+// Gives lane l a kernel send buffer of about `want` bytes (the kernel may
+// give less), its room (19/20 of what it gave) and its frames' size.
+void SocketStream::sizeLane(Lane& l, size_t want) {
+  int bytes = static_cast<int>(std::min<size_t>(want / 2, INT_MAX / 2));  // the kernel doubles it
+  socklen_t len = sizeof(bytes);
+  setsockopt(l.fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  if (getsockopt(l.fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) != 0 || bytes <= 0) bytes = static_cast<int>(want);
+  if (static_cast<size_t>(bytes) < want) l.most = static_cast<size_t>(bytes);  // wmem_max: asking again is in vain
+  l.room = static_cast<size_t>(bytes) * 19 / 20;
+  l.frame = std::clamp<size_t>(l.room / 8 / 4096 * 4096, kMinFrameBytes, kMaxFrameBytes);
+}
+
+// A look at lane l's unacknowledged bytes (l.queued, just read): from two
+// looks kWatchUs or more apart, the first with bytes in flight, the rate it
+// moves (a lower bound: it may have emptied meanwhile); a lane whose
+// kLaneWindowUs of that rate is well past its buffer gets a larger one, one
+// whose rate fell back a smaller one (never below the first).
+void SocketStream::watchLane(Lane& l, uint64_t now) {
+  if (l.seenUs && now - l.seenUs < kWatchUs) return;
+  const uint64_t acked = l.bytes - std::min<uint64_t>(l.bytes, l.queued);
+  if (l.seenUs && l.seenBusy) {
+    const double sample = static_cast<double>(acked - l.seenAcked) / static_cast<double>(now - l.seenUs);
+    l.rate = l.rate > 0 ? (l.rate + sample) / 2 : sample;
+    const size_t have = l.room * 20 / 19;
+    const size_t want = std::max<size_t>(static_cast<size_t>(l.rate * kLaneWindowUs), 2 * kLaneBufferBytes);
+    if ((want > have + have / 4 && have < l.most) || (want < have / 2 && have > 2 * kLaneBufferBytes))
+      sizeLane(l, want);
+  }
+  l.seenUs = now;
+  l.seenAcked = acked;
+  l.seenBusy = l.queued > 0;
 }
 
 SocketStream::~SocketStream() {
@@ -77,7 +114,11 @@ SocketStream::~SocketStream() {
   if (doneFd_ >= 0) close(doneFd_);
   if (lanes_.size() > 1 && logEnabled(LogLevel::Info, kNet)) {  // how the lanes shared the work
     std::string shares;
-    for (const Lane& l : lanes_) shares += " " + std::to_string(l.bytes >> 20) + " MiB";
+    for (const Lane& l : lanes_)
+      shares += " " + std::to_string(l.bytes >> 20) + " MiB" +
+                (send_ ? " (" + std::to_string(l.room >> 10) + " KiB room, " +
+                             std::to_string(static_cast<int>(l.rate)) + " MB/s)"
+                       : "");
     INFO(kNet, "NET/Socket: a %s connection of %zu sockets (%zu helper threads) closes; they carried%s%s",
          send_ ? "send" : "receive", lanes_.size(), helpers_.size(), shares.c_str(),
          send_ ? "" : (", at most " + std::to_string(maxStaged_ >> 10) + " KiB held ahead of the posts").c_str());
@@ -227,10 +268,8 @@ void SocketStream::finished(Request* r, size_t len) {
 }
 
 // The oldest message with bytes in no frame yet, and its next frame's
-// length: a chunk, or the whole message where one lane carries everything.
-// Under mu_.
-SocketStream::Request* SocketStream::unframed(size_t* len) const {
-  const size_t chunk = lanes_.size() > 1 ? kChunkBytes : UINT32_MAX;
+// length: at most `chunk`. Under mu_.
+SocketStream::Request* SocketStream::unframed(size_t chunk, size_t* len) const {
   for (Request* r : queue_)
     if (!r->framed || r->handed < r->size) {
       *len = std::min(chunk, r->size - r->handed);
@@ -240,40 +279,42 @@ SocketStream::Request* SocketStream::unframed(size_t* len) const {
 }
 
 // Lanes [begin, end): frames begun go on first (a frame stays on its lane).
-// Then each new frame goes to a lane with room for all of it in its kernel
-// buffer (so that no message waits on a lane that took a part of it): of
-// those, the one with the fewest bytes not yet acknowledged by the peer, the
-// first of equals taken in turn. A lane takes work as fast as it moves it: a
-// slow one has room less often, and the others carry more. False: a lane
-// broke.
+// Then each new frame goes to a lane with room for all of it (so that no
+// message waits on a lane that took a part of it): of those, the one whose
+// room is least used by bytes the peer has not acknowledged, the first of
+// equals taken in turn. A lane takes work as fast as it moves it: a slow one
+// has room less often, and the others carry more. False: a lane broke.
 bool SocketStream::moveSend(size_t begin, size_t end, size_t* turn) {
   const size_t n = end - begin;
+  const bool several = lanes_.size() > 1;
   for (size_t i = begin; i < end; ++i) {
     Lane& l = lanes_[i];
     l.blocked = false;
     if (l.req && !writeFrame(l)) return false;
   }
+  const uint64_t now = several ? nowUs() : 0;
   for (;;) {
     Lane* best = nullptr;
     for (size_t i = 0; i < n; ++i) {
       Lane& l = lanes_[begin + (*turn + i) % n];
       if (l.req || l.blocked) continue;
-      if (lanes_.size() > 1) {
+      if (several) {
         int queued = 0;
         if (ioctl(l.fd, SIOCOUTQ, &queued) != 0) queued = 0;
         l.queued = static_cast<size_t>(queued);
-        if (l.queued + kChunkBytes + sizeof(Frame) > laneRoom_) {  // POLLOUT says when it has room again
+        watchLane(l, now);
+        if (l.queued + l.frame + sizeof(Frame) > l.room) {  // POLLOUT says when it has room again
           l.blocked = true;
           continue;
         }
       }
-      if (!best || l.queued < best->queued) best = &l;
+      if (!best || l.queued * best->room < best->queued * l.room) best = &l;
     }
     if (!best) return true;
     {
       std::lock_guard<std::mutex> lock(mu_);
       size_t len = 0;
-      Request* r = unframed(&len);
+      Request* r = unframed(several ? best->frame : UINT32_MAX, &len);
       if (!r) return true;
       best->head = {r->seq, r->tag, static_cast<uint32_t>(r->size), static_cast<uint32_t>(r->handed),
                     static_cast<uint32_t>(len)};

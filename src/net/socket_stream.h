@@ -1,14 +1,17 @@
 // One connection of ACCL's TCP backend once it is made: one ordered stream
 // of messages over several TCP sockets ("lanes"), which may leave from
 // several NICs. A message goes in frames (its number, tag, total size,
-// offset, length; at most kChunkBytes where there are several lanes) that
-// any lane may carry. Each frame goes to a lane with room for all of it in
-// its kernel send buffer, the one with the fewest bytes not yet
-// acknowledged: a lane takes work as fast as it moves it, so a slow socket
-// or port carries less and the others more, instead of every lane an equal
-// share at the slowest one's rate. The receiver reads each frame straight
-// into its message's place (frames of messages not posted yet wait in a
-// buffer of the stream's); messages complete in the order they were posted.
+// offset, length) that any lane may carry. Each frame goes to a lane with
+// room for all of it, the one whose room is least used: a lane takes work as
+// fast as it moves it, so a slow socket or port carries less and the others
+// more, instead of every lane an equal share at the slowest one's rate. A
+// lane's room and frames follow the rate it was seen to move (about 1 ms of
+// it): small on a slow port, so that its backlog stays short; large on a
+// fast link, so that a frame is worth its system call and wake-up. The
+// receiver reads each frame straight into its message's place (frames of
+// messages not posted yet wait in a buffer of the stream's); messages
+// complete in the order they were posted. With one lane a message is one
+// frame.
 //
 // Who moves the lanes: with one thread (the default) the caller, in post
 // and test, so a small message leaves in the call that posts it with no
@@ -56,9 +59,10 @@ class SocketStream {
   bool helped() const { return !helpers_.empty(); }
   size_t stagedBytes();  // recv: frames held for messages not posted yet
 
-  // Bytes of a message one frame carries at most where there are several
-  // lanes (with one, a message is one frame).
-  static constexpr size_t kChunkBytes = 16 << 10;
+  // Bytes of a message one frame carries where there are several lanes: at
+  // least this (a lane's first frames, and a slow lane's), at most kMaxFrameBytes.
+  static constexpr size_t kMinFrameBytes = 16 << 10;
+  static constexpr size_t kMaxFrameBytes = 1 << 20;
   // Bytes of frames a receiver holds for messages not posted yet.
   static constexpr size_t kStageBytes = 4 << 20;
 
@@ -104,6 +108,16 @@ class SocketStream {
     bool eof = false;           // recv: the peer closed it (between frames)
     size_t queued = 0;          // send: bytes not yet acknowledged, as last seen
     uint64_t bytes = 0;         // payload and heads it moved (for the log)
+    // send, several lanes: the bytes it may have unacknowledged, its frames'
+    // payload, and how fast it was seen to move (bytes a microsecond, and
+    // the last look at it: when, bytes acknowledged by then, and whether it
+    // had bytes in flight then: only a window that starts busy is a sample).
+    size_t room = 0;
+    size_t frame = kMinFrameBytes;
+    double rate = 0;
+    size_t most = SIZE_MAX;  // the largest buffer the kernel gives (less than asked for)
+    uint64_t seenUs = 0, seenAcked = 0;
+    bool seenBusy = false;
   };
   // A helper thread and the lanes it moves: [begin, end).
   struct Helper {
@@ -123,7 +137,9 @@ class SocketStream {
   void finished(Request* r, size_t len);  // a frame of r done: under no lock
   void helperLoop(Helper* h);
   void signalDone();
-  Request* unframed(size_t* len) const;
+  Request* unframed(size_t chunk, size_t* len) const;
+  void sizeLane(Lane& l, size_t want);
+  void watchLane(Lane& l, uint64_t nowUs);
   Request* posted(uint32_t seq);
   bool fits(const Frame& h, const Request* r) const;
   bool claim(std::list<Staged>::iterator s, Request* r);
@@ -135,7 +151,6 @@ class SocketStream {
   std::atomic<bool> stop_{false};  // helpers: the stream closes
   std::atomic<uint32_t> posts_{0};  // recv: posts so far (a blocked lane looks again when it moves)
   size_t turn_ = 0;               // send, no helpers: the lane that wins a tie (in turn)
-  size_t laneRoom_ = SIZE_MAX;    // send, several lanes: the bytes a lane may have unacknowledged
 
   std::mutex mu_;  // what follows (the caller's, and every helper's)
   bool broken_ = false;

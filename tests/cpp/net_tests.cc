@@ -218,7 +218,7 @@ TEST(net_socket_lanes_carry_one_ordered_stream) {
   CHECK(static_cast<SocketStream*>(p.send)->helped());  // two helper threads move them, each side
   CHECK(static_cast<SocketStream*>(p.recv)->helped());
   CHECK(!b->readsSendsOnlyInCalls());
-  const size_t k64 = SocketStream::kChunkBytes;
+  const size_t k64 = SocketStream::kMinFrameBytes;
   const std::vector<size_t> sizes = {0, 1, 1000, k64 - 1, k64, k64 + 1, 200000, (1 << 20) + 3, 5};
   std::vector<std::vector<char>> out, in;
   std::vector<void*> reqs;
