@@ -15,6 +15,13 @@ and goes on `down()` (or with the namespaces, however the process ends:
         net.launch(["python", "-m", "accl.perf", "allreduce"], ranks_per_host=1)
 
     python -m accl.emunet launch --hosts 2 --nics 2 --rate 1gbit -- python -m accl.perf allreduce -b 1M -e 64M
+
+OpenMPI runs across the hosts too (`mpirun`, a peer for the benchmarks):
+mpirun starts in host 0's namespace and reaches the others through this
+module's `rsh`, which enters the namespace that holds the address it is
+given, so every rank, daemon and connection lives on the emulated network.
+
+    python -m accl.emunet mpirun --hosts 2 -- --mca btl tcp,self mpi_coll allreduce 8 64M
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -223,6 +231,35 @@ class EmuNet:
         return results
 
 
+    def mpirun(self, args: list[str], ranks_per_host: int = 1, timeout: float = 600,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+        """OpenMPI's mpirun with `args` (its options, then the program), run in
+        host 0's namespace over a hostfile of every host's first port
+        (ranks_per_host slots each, filled in order: rank r on host
+        r // ranks_per_host); the daemons reach each other, and the TCP BTL
+        each rank, through the emulated ports only. stdout and stderr
+        together; past `timeout` it is killed."""
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            raise RuntimeError("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)")
+        ifs = ",".join(sorted({p.ifname for p in self.hosts[0].ports}))
+        with tempfile.TemporaryDirectory(prefix="emunet-mpi-") as tmp:
+            hostfile = os.path.join(tmp, "hosts")
+            with open(hostfile, "w") as f:
+                f.writelines(f"{h.ports[0].addr} slots={ranks_per_host}\n" for h in self.hosts)
+            argv = self.hosts[0].cmd([
+                mpirun, "--allow-run-as-root", "--hostfile", hostfile, "-np", str(self.nhosts * ranks_per_host),
+                "--mca", "plm_rsh_agent", f"{sys.executable} -m accl.emunet rsh",
+                "--mca", "oob_tcp_if_include", self.hosts[0].ports[0].ifname,
+                "--mca", "btl_tcp_if_include", ifs, *args])
+            try:
+                r = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                return subprocess.CompletedProcess(argv, 124, out + f"\n[emunet: mpirun killed after {timeout:.0f} s]\n")
+        return r
+
     def streams(self, src: int = 0, dst: int = 1, per_port: int = 1, seconds: float = 3.0,
                 both: bool = False) -> dict[str, float]:
         """What plain TCP streams move from host src to host dst (and back at
@@ -285,6 +322,20 @@ def remove_all(tag: str | None = None) -> list[str]:
     return gone
 
 
+def rsh(address: str, command: list[str]) -> int:
+    """mpirun's remote shell here: runs `command` (words joined, as ssh does)
+    in the emulated host that holds `address`; does not return on success."""
+    for line in _ip("netns", "list", check=False).stdout.splitlines():
+        ns = (line.split() or [""])[0]
+        if not re.fullmatch(rf"{PREFIX}[0-9a-f]{{4}}h\d+", ns):
+            continue
+        addrs = json.loads(_ip("-n", ns, "-j", "addr", "show", check=False).stdout or "[]")
+        if any(a.get("local") == address for d in addrs for a in d.get("addr_info", [])):
+            os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", " ".join(command)])
+    print(f"accl.emunet rsh: no emulated host holds {address}", file=sys.stderr)
+    return 255
+
+
 def _port_rate(spec: str, net: EmuNet) -> tuple[int, int, str]:
     """(rail, plane, rate) of a --port-rate RAIL[:PLANE]=RATE; a ValueError where it names no port."""
     m = re.fullmatch(r"(\d+)(?::(\d+))?=(\S+)", spec)
@@ -300,7 +351,7 @@ def _port_rate(spec: str, net: EmuNet) -> tuple[int, int, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m accl.emunet", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="verb", required=True)
-    for verb in ("up", "launch", "streams"):
+    for verb in ("up", "launch", "mpirun", "streams"):
         s = sub.add_parser(verb)
         s.add_argument("--hosts", type=int, default=2)
         s.add_argument("--nics", type=int, default=1)
@@ -312,14 +363,21 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--per-port", type=int, default=1, help="streams on each port (1)")
             s.add_argument("--seconds", type=float, default=3.0)
             s.add_argument("--both", action="store_true", help="both ways at once (as a collective's traffic)")
-        if verb == "launch":
+        if verb in ("launch", "mpirun"):
             s.add_argument("--ranks-per-host", type=int, default=1)
             s.add_argument("--timeout", type=float, default=600)
-            s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the program and its arguments")
+            s.add_argument("cmd", nargs=argparse.REMAINDER,
+                           help="-- the program and its arguments" if verb == "launch"
+                           else "-- mpirun's options, then the program and its arguments")
+    r = sub.add_parser("rsh", help="mpirun's remote shell (plm_rsh_agent): ADDRESS COMMAND...")
+    r.add_argument("address")
+    r.add_argument("command", nargs=argparse.REMAINDER)
     d = sub.add_parser("down")
     d.add_argument("--all", action="store_true", help="every emulated network on this machine")
     d.add_argument("--tag")
     a = p.parse_args(argv)
+    if a.verb == "rsh":
+        return rsh(a.address, a.command)
     try:
         if a.verb == "down":
             if not a.all and not a.tag:
@@ -352,7 +410,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
         if not cmd:
-            p.error("launch needs a program: ... launch -- python -m accl.perf allreduce")
+            p.error(f"{a.verb} needs a program: ... {a.verb} -- python -m accl.perf allreduce")
+        if a.verb == "mpirun":
+            with net:
+                set_port_rates()
+                res = net.mpirun(cmd, a.ranks_per_host, a.timeout)
+                sys.stdout.write(res.stdout)
+                for h in net.hosts:
+                    print(f"# {h.ns}: " + ", ".join(f"{name} tx {tx} rx {rx} bytes"
+                                                   for name, (tx, rx) in sorted(h.counters().items())))
+            return res.returncode
         with net:
             set_port_rates()
             results = net.launch(cmd, a.ranks_per_host, a.timeout)

@@ -167,20 +167,18 @@ bool selfOverlaps(const Scratch& s) {
   return false;
 }
 
-// A rank bound to one core moves its open connections' frames itself while
-// the call spins, and their proxies, which could only take turns with it on
-// that core, stand aside (Connection::driving); it hands them back when it
-// sleeps and when it ends. An unbound rank leaves the frames to the proxies,
-// which run elsewhere (or, with more ranks than cores, would lose the core
-// to ranks spinning on their sockets).
+// A rank moves its open connections' frames itself while the call spins
+// (as its collectives' waits do), and their proxies stand aside
+// (Connection::driving); it hands them back when it sleeps and when it ends.
+// Measured between 2 emulated hosts (docs/perf.md): an 8 B sendrecv 37-43 us
+// when only ranks bound to one core did so (a proxy's wake-up per message),
+// 17-20 us now; with 2 ranks per host on 2 cores, level.
 class Driver {
  public:
-  explicit Driver(bool on) : on_(on) {}
   ~Driver() { handOver(false); }
   // Every connection it drives keeps moving, also once its queue is done
   // (a send's last frames may still be in its FIFO).
   void spin(Queues& sendQ, Queues& recvQ) {
-    if (!on_) return;
     for (Queues* qs : {&sendQ, &recvQ})
       for (Queue& q : *qs)
         if (q.open() && std::find(driven_.begin(), driven_.end(), q.conn) == driven_.end()) {
@@ -195,7 +193,6 @@ class Driver {
   }
 
  private:
-  bool on_;
   std::vector<Connection*> driven_;
 };
 
@@ -531,7 +528,7 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     ~Settle() { settlePulls(comm, sendQ, recvQ); }
   } settle{comm, sendQ, recvQ};
   Steps steps(comm, ops[0].opName, /*driveSends=*/false);  // it probes; see Driver for who moves the frames
-  Driver driver(steps.ownCore());
+  Driver driver;
   Backoff backoff;
   size_t open = sendQ.used + recvQ.used;
   while (open > 0) {

@@ -20,15 +20,11 @@ class Steps {
  public:
   // driveSends: the caller waits with waitRecv/waitSend, so those waits may
   // move the frames it posts (see drive()); a progress engine that only
-  // probes (p2p) leaves them to their proxies.
+  // probes (p2p) moves them itself (its Driver).
   Steps(ncclComm* comm, const char* opName, bool driveSends = true);
   ~Steps();
   Steps(const Steps&) = delete;
   Steps& operator=(const Steps&) = delete;
-
-  // Whether this thread may run on one CPU only (a rank bound to a core),
-  // where its connections' proxies can only take turns with it.
-  bool ownCore() const { return ownCore_; }
 
   // Blocking: until the next slot of `c` holds exactly `bytes` / is free.
   ncclResult_t waitRecv(Connection* c, size_t bytes, const char** data);

@@ -171,3 +171,32 @@ def test_streams_measure_the_shaped_wire():
             assert 6 < mbs < 13, rates
     finally:
         net.down()
+
+
+# Each rank: where it runs, and an MPI allreduce of 1 MiB of int64 (rank + i).
+MPI_RANK = ("import os, subprocess, numpy as np; from mpi4py import MPI; c = MPI.COMM_WORLD; "
+            "a = np.arange(1 << 17, dtype=np.int64) + c.rank; b = np.empty_like(a); c.Allreduce(a, b); "
+            "ref = sum(np.arange(1 << 17, dtype=np.int64) + r for r in range(c.size)); "
+            "ns = subprocess.run(['ip', 'netns', 'identify', str(os.getpid())], capture_output=True, text=True); "
+            "print('rank', c.rank, ns.stdout.strip(), bool((b == ref).all()), flush=True)")
+
+
+@pytest.mark.timeout(120)
+def test_mpirun_runs_each_rank_on_its_emulated_host():
+    """OpenMPI as the benchmarks' peer across hosts (EmuNet.mpirun): one rank
+    in each host's namespace, its TCP BTL over the emulated port (the bytes
+    of the allreduce on the port's counters), the result exact."""
+    pytest.importorskip("mpi4py")
+    if not shutil.which("mpirun"):
+        pytest.skip("no mpirun")
+    net = emunet(hosts=2, nics=1)
+    try:
+        before = net.hosts[0].counters()["nic0p0"][0]
+        res = net.mpirun(["--mca", "btl", "tcp,self", "--mca", "mpi_yield_when_idle", "1",
+                          sys.executable, "-c", MPI_RANK], timeout=100)
+        assert res.returncode == 0, res.stdout[-3000:]
+        lines = sorted(line for line in res.stdout.splitlines() if line.startswith("rank "))
+        assert lines == [f"rank 0 {net.hosts[0].ns} True", f"rank 1 {net.hosts[1].ns} True"], res.stdout[-3000:]
+        assert net.hosts[0].counters()["nic0p0"][0] - before > (1 << 20) // 2  # the exchange crossed the port
+    finally:
+        net.down()
