@@ -63,6 +63,16 @@ def parse_size(s: str) -> int:
     return int(m[1]) << {"": 0, "K": 10, "M": 20, "G": 30}[m[2]]
 
 
+def size_us(out: str) -> dict[int, float]:
+    """{size: us} from the "size us" lines of mpi_coll and of the Gloo ranks."""
+    rows = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0].isdigit():
+            rows[int(f[0])] = float(f[1])
+    return rows
+
+
 def accl_times(net, coll, lo, hi, factor, iters):
     res = net.launch([sys.executable, "-m", "accl.perf", coll, "-b", str(lo), "-e", str(hi), "-f", str(factor),
                       "-n", str(iters), "-w", "3", "-c", "0", "-d", "float"], timeout=1800)
@@ -79,12 +89,7 @@ def accl_times(net, coll, lo, hi, factor, iters):
 def mpi_times(net, coll, lo, hi, exe):
     res = net.mpirun(["--mca", "btl", "tcp,self", "--mca", "mpi_yield_when_idle", "1", exe, coll, str(lo), str(hi)],
                      timeout=1800)
-    rows = {}
-    for line in res.stdout.splitlines():
-        f = line.split()
-        if len(f) == 2 and f[0].isdigit():
-            rows[int(f[0])] = float(f[1])
-    return rows, "" if res.returncode == 0 else res.stdout[-2000:]
+    return size_us(res.stdout), "" if res.returncode == 0 else res.stdout[-2000:]
 
 
 def gloo_times(net, coll, sizes, iters):
@@ -92,12 +97,7 @@ def gloo_times(net, coll, sizes, iters):
     env["GLOO_SOCKET_IFNAME"] = net.hosts[0].ports[0].ifname  # the same name on every host
     res = net.launch([sys.executable, "-c", GLOO, coll, ",".join(map(str, sizes)), str(iters)], timeout=1800,
                      env=env)
-    rows = {}
-    for line in res[0].stdout.splitlines():
-        f = line.split()
-        if len(f) == 2 and f[0].isdigit():
-            rows[int(f[0])] = float(f[1])
-    return rows, "" if all(r.returncode == 0 for r in res) else res[0].stdout[-2000:]
+    return size_us(res[0].stdout), "" if all(r.returncode == 0 for r in res) else res[0].stdout[-2000:]
 
 
 def span(vals, fmt):

@@ -336,6 +336,13 @@ def rsh(address: str, command: list[str]) -> int:
     return 255
 
 
+def _print_counters(net: EmuNet) -> None:
+    """Every host's ports' byte counters, one comment line a host."""
+    for h in net.hosts:
+        print(f"# {h.ns}: " + ", ".join(f"{name} tx {tx} rx {rx} bytes"
+                                       for name, (tx, rx) in sorted(h.counters().items())))
+
+
 def _port_rate(spec: str, net: EmuNet) -> tuple[int, int, str]:
     """(rail, plane, rate) of a --port-rate RAIL[:PLANE]=RATE; a ValueError where it names no port."""
     m = re.fullmatch(r"(\d+)(?::(\d+))?=(\S+)", spec)
@@ -416,9 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                 set_port_rates()
                 res = net.mpirun(cmd, a.ranks_per_host, a.timeout)
                 sys.stdout.write(res.stdout)
-                for h in net.hosts:
-                    print(f"# {h.ns}: " + ", ".join(f"{name} tx {tx} rx {rx} bytes"
-                                                   for name, (tx, rx) in sorted(h.counters().items())))
+                _print_counters(net)
             return res.returncode
         with net:
             set_port_rates()
@@ -427,9 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                 if r == 0 or res.returncode != 0:
                     sys.stdout.write(res.stdout if r == 0 else f"--- rank {r} (exit {res.returncode}) ---\n"
                                      + res.stdout[-4000:])
-            for h in net.hosts:
-                print(f"# {h.ns}: " + ", ".join(f"{name} tx {tx} rx {rx} bytes"
-                                               for name, (tx, rx) in sorted(h.counters().items())))
+            _print_counters(net)
             return max(res.returncode for res in results)
     except (RuntimeError, ValueError) as e:
         print(f"accl.emunet: {e}", file=sys.stderr)

@@ -14,9 +14,13 @@
 
 namespace accl {
 
-// Milliseconds on the monotonic clock.
+// Milliseconds and microseconds on the monotonic clock.
 inline uint64_t nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+inline uint64_t nowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 

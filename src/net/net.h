@@ -44,8 +44,9 @@ class NetBackend {
   virtual int devices() = 0;
   virtual ncclResult_t properties(int dev, NetDeviceProps* out) = 0;
   // A device that carries each connection over all of devs (up to 4, or 8
-  // for a v12 plugin, as NCCL merges a NIC's ports); the same set gives the same device. A backend that
-  // cannot merge says so (ncclInvalidUsage), without a WARN.
+  // for a v12 plugin, as NCCL merges a NIC's ports); the same set gives the
+  // same device. A backend that cannot merge says so (ncclInvalidUsage),
+  // without a WARN.
   virtual ncclResult_t makeVDevice(const int* devs, int n, int* vdev) { return ncclInvalidUsage; }
   // The receiver's side: fills `handle` (kNetHandleBytes) for the sender.
   // `secret` (the communicator's, 32 bytes) is what a backend that can

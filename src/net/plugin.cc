@@ -147,22 +147,24 @@ class Plugin final : public NetBackend {
   void* ctx_;  // v11 and v12's
 };
 
+// A table with a context (v11 and v12), initialized: one context for the
+// process (never finalized: connections may outlive static destruction).
+template <int V, typename Table, typename Props, typename Config>
+NetBackend* takeWithContext(const Table* t, std::string* why) {
+  void* ctx = nullptr;
+  Config config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  if (t->init(&ctx, 0, &config, pluginLog, nullptr) != ncclSuccess)
+    return *why = "its init (v" + std::to_string(V) + ") failed", nullptr;
+  return new Plugin<V, Table, Props>(t, ctx);
+}
+
 // The table of the newest version `lib` exports that ACCL loads, initialized:
 // a NetBackend, or null with *why.
 NetBackend* take(void* lib, std::string* why) {
-  if (auto* t = static_cast<const ncclNet_v12_t*>(dlsym(lib, "ncclNetPlugin_v12"))) {
-    void* ctx = nullptr;  // as v11's
-    ncclNetCommConfig_v12_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    if (t->init(&ctx, 0, &config, pluginLog, nullptr) != ncclSuccess) return *why = "its init (v12) failed", nullptr;
-    return new Plugin<12, ncclNet_v12_t, ncclNetProperties_v12_t>(t, ctx);
-  }
-  if (auto* t = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"))) {
-    // One context for the process (never finalized: connections may outlive static destruction).
-    void* ctx = nullptr;
-    ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    if (t->init(&ctx, 0, &config, pluginLog, nullptr) != ncclSuccess) return *why = "its init (v11) failed", nullptr;
-    return new Plugin<11, ncclNet_v11_t, ncclNetProperties_v11_t>(t, ctx);
-  }
+  if (auto* t = static_cast<const ncclNet_v12_t*>(dlsym(lib, "ncclNetPlugin_v12")))
+    return takeWithContext<12, ncclNet_v12_t, ncclNetProperties_v12_t, ncclNetCommConfig_v12_t>(t, why);
+  if (auto* t = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11")))
+    return takeWithContext<11, ncclNet_v11_t, ncclNetProperties_v11_t, ncclNetCommConfig_v11_t>(t, why);
   if (auto* t = static_cast<const ncclNet_v10_t*>(dlsym(lib, "ncclNetPlugin_v10"))) {
     if (t->init(pluginLog, nullptr) != ncclSuccess) return *why = "its init (v10) failed", nullptr;
     return new Plugin<10, ncclNet_v10_t, ncclNetProperties_v10_t>(t);

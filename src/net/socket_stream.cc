@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <string>
@@ -20,6 +19,7 @@
 #include "base/check.h"
 #include "base/debug.h"
 #include "base/threads.h"
+#include "base/wait.h"
 #include "bootstrap/socket.h"
 #include "plugin/nccl_net.h"
 
@@ -53,11 +53,6 @@ void poke(int fd) {
 void drain(int fd) {
   uint64_t n;
   (void)!read(fd, &n, sizeof(n));
-}
-
-uint64_t nowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
