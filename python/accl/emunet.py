@@ -4,7 +4,13 @@ Each host is a network namespace with its own NCCL_HOSTID. Each of its NICs
 has `planes` ports; port (rail r, plane p) of every host is a veth whose
 other end joins one bridge per (r, p), so traffic that stays on a rail and
 plane crosses one switch, as on an HPN fabric, and each (r, p) is a subnet of
-its own (10.A.B.0/24, B = r * planes + p, host h at .h+1). A rate (tc tbf,
+its own (10.A.B.0/24, B = r * planes + p, host h at .h+1). A port sends
+only what leaves from its own address (per-port routing tables), as a NIC
+does: traffic from one rail to another goes through the spine, a router
+with a port on every bridge (.254), whose counters show the bytes that
+crossed between rails (`spine=False`: none, and such traffic cannot be
+sent). With two planes every rank is told the rails and planes
+(ACCL_NICS); with one, ACCL finds the rails from the subnets. A rate (tc tbf,
 both directions) gives every port a line rate; a port can be slowed or taken
 down on its own. Needs root and iproute2. Everything it makes carries a tag
 and goes on `down()` (or with the namespaces, however the process ends:
@@ -86,10 +92,13 @@ class Host:
 
     def env(self, base: dict | None = None) -> dict:
         """An environment for a rank on this host: its host id and every port as
-        the socket interfaces (exact names)."""
+        the socket interfaces (exact names); with two planes, their rails and
+        planes (ACCL_NICS)."""
         env = dict(os.environ if base is None else base)
         env["NCCL_HOSTID"] = self.ns
         env["NCCL_SOCKET_IFNAME"] = "=" + ",".join(p.ifname for p in self.ports)
+        if any(p.plane for p in self.ports):
+            env["ACCL_NICS"] = ",".join(f"{p.ifname}:{p.rail}:{p.plane}" for p in self.ports)
         return env
 
     def cmd(self, argv: list[str]) -> list[str]:
@@ -108,7 +117,7 @@ class EmuNet:
     """hosts x nics x planes ports; see the module's description."""
 
     def __init__(self, hosts: int = 2, nics: int = 1, planes: int = 1, rate: str | None = None,
-                 tag: str | None = None):
+                 tag: str | None = None, spine: bool = True):
         if not 1 <= hosts <= 200 or not 1 <= nics <= 16 or not 1 <= planes <= 2:
             raise ValueError("hosts 1-200, nics 1-16, planes 1-2")
         if rate is not None:
@@ -118,6 +127,10 @@ class EmuNet:
             raise ValueError(f"tag {self.tag!r}: four hex digits")
         self.nhosts, self.nics, self.planes, self.rate = hosts, nics, planes, rate
         net = 64 + int(self.tag, 16) % 128  # 10.64-191.x.x: one /16 per emulated network
+        self.net = f"10.{net}.0.0/16"
+        self.spine = f"{PREFIX}{self.tag}sp" if spine else None
+        self.spine_ports = [(f"av{self.tag}sn{r}p{p}", f"r{r}p{p}", f"10.{net}.{r * planes + p}.254")
+                            for r in range(nics) for p in range(planes)] if spine else []
         self.hosts = [Host(h, f"{PREFIX}{self.tag}h{h}") for h in range(hosts)]
         for host in self.hosts:
             for r in range(nics):
@@ -137,15 +150,23 @@ class EmuNet:
             for br in self.bridges:
                 _ip("link", "add", br, "type", "bridge")
                 _ip("link", "set", br, "up")
+            if self.spine:
+                self._namespace(self.spine, forward=True)
+                for (outside, inside, addr), br in zip(self.spine_ports, self.bridges):
+                    _ip("link", "add", outside, "type", "veth", "peer", "name", inside, "netns", self.spine)
+                    _ip("link", "set", outside, "master", br)
+                    _ip("link", "set", outside, "up")
+                    _ip("-n", self.spine, "addr", "add", f"{addr}/24", "dev", inside)
+                    _ip("-n", self.spine, "link", "set", inside, "up")
             for host in self.hosts:
-                _ip("netns", "add", host.ns)
-                _ip("-n", host.ns, "link", "set", "lo", "up")
-                for p in host.ports:
+                self._namespace(host.ns)
+                for i, p in enumerate(host.ports):
                     _ip("link", "add", p.outside, "type", "veth", "peer", "name", p.ifname, "netns", host.ns)
                     _ip("link", "set", p.outside, "master", f"ab{self.tag}n{p.rail}p{p.plane}")
                     _ip("link", "set", p.outside, "up")
                     _ip("-n", host.ns, "addr", "add", f"{p.addr}/24", "dev", p.ifname)
                     _ip("-n", host.ns, "link", "set", p.ifname, "up")
+                    self._route_from(host, p, 100 + i)
                     self._shape_port(host, p, self.rate)
         except (subprocess.CalledProcessError, OSError) as e:
             why = e.stderr.strip() if isinstance(e, subprocess.CalledProcessError) else str(e)
@@ -153,10 +174,44 @@ class EmuNet:
             raise RuntimeError(f"cannot make the emulated network: {why}") from None
         return self
 
+    @staticmethod
+    def _namespace(ns: str, forward: bool = False) -> None:
+        """A namespace with loopback up; replies may come in on another port
+        than the one a connection left from (no reverse-path filter)."""
+        _ip("netns", "add", ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
+        sysctls = ["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
+        if forward:
+            sysctls.append("net.ipv4.ip_forward=1")
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *sysctls], check=True, capture_output=True,
+                       text=True, timeout=30)
+
+    def _route_from(self, host: Host, p: Port, table: int) -> None:
+        """What leaves from p's address leaves through p: its subnet directly,
+        the other rails' through the spine (or nowhere without one)."""
+        subnet = p.addr.rsplit(".", 1)[0] + ".0/24"
+        _ip("-n", host.ns, "rule", "add", "from", p.addr, "lookup", str(table), "priority", str(table))
+        _ip("-n", host.ns, "route", "add", subnet, "dev", p.ifname, "src", p.addr, "table", str(table))
+        if self.spine:
+            _ip("-n", host.ns, "route", "add", self.net, "via", subnet.rsplit(".", 1)[0] + ".254", "dev", p.ifname,
+                "table", str(table))
+        else:
+            _ip("-n", host.ns, "route", "add", "unreachable", self.net, "table", str(table))
+
+    def spine_bytes(self) -> int:
+        """Bytes the spine forwarded between rails (what its ports sent); 0 without one."""
+        if not self.spine:
+            return 0
+        out = json.loads(_ip("-n", self.spine, "-s", "-j", "link", "show").stdout)
+        inside = {i for _, i, _ in self.spine_ports}
+        return sum(d["stats64"]["tx"]["bytes"] for d in out if d["ifname"] in inside)
+
     def down(self) -> None:
         """Removes the namespaces (and with them their veths) and the bridges."""
         if not self._up:
             return
+        if self.spine:
+            _ip("netns", "del", self.spine, check=False)
         for host in self.hosts:
             _ip("netns", "del", host.ns, check=False)
         for br in self.bridges:
@@ -198,7 +253,7 @@ class EmuNet:
             _ip("-n", h.ns, "neigh", "flush", "dev", self.port(h.index, rail, plane).ifname, check=False)
 
     def describe(self) -> dict:
-        return {"tag": self.tag, "rate": self.rate, "bridges": self.bridges,
+        return {"tag": self.tag, "rate": self.rate, "bridges": self.bridges, "spine": self.spine,
                 "hosts": [{"ns": h.ns, "ports": [vars(p) for p in h.ports]} for h in self.hosts]}
 
     def launch(self, argv: list[str], ranks_per_host: int = 1, timeout: float = 600,
@@ -312,7 +367,7 @@ def remove_all(tag: str | None = None) -> list[str]:
     gone = []
     for line in _ip("netns", "list", check=False).stdout.splitlines():
         name = (line.split() or [""])[0]
-        if re.fullmatch(rf"{PREFIX}{t}h\d+", name):
+        if re.fullmatch(rf"{PREFIX}{t}(h\d+|sp)", name):
             _ip("netns", "del", name, check=False)
             gone.append(name)
     for d in json.loads(_ip("-j", "link", "show", "type", "bridge", check=False).stdout or "[]"):
@@ -341,6 +396,8 @@ def _print_counters(net: EmuNet) -> None:
     for h in net.hosts:
         print(f"# {h.ns}: " + ", ".join(f"{name} tx {tx} rx {rx} bytes"
                                        for name, (tx, rx) in sorted(h.counters().items())))
+    if net.spine:
+        print(f"# spine: {net.spine_bytes()} bytes forwarded between rails")
 
 
 def _port_rate(spec: str, net: EmuNet) -> tuple[int, int, str]:
@@ -366,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--rate", default=None, help="every port's rate, as tc writes it (1gbit, 500mbit)")
         s.add_argument("--port-rate", action="append", default=[], metavar="RAIL[:PLANE]=RATE",
                        help="that port of every host at another rate (repeatable): 3=500mbit, 0:1=100mbit")
+        s.add_argument("--no-spine", action="store_true",
+                       help="no router between rails: traffic from one rail to another cannot be sent")
         if verb == "streams":
             s.add_argument("--per-port", type=int, default=1, help="streams on each port (1)")
             s.add_argument("--seconds", type=float, default=3.0)
@@ -391,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                 p.error("down needs --all or --tag")
             print(" ".join(remove_all(None if a.all else a.tag)) or "nothing to remove")
             return 0
-        net = EmuNet(a.hosts, a.nics, a.planes, a.rate)
+        net = EmuNet(a.hosts, a.nics, a.planes, a.rate, spine=not a.no_spine)
         ports = [_port_rate(spec, net) for spec in a.port_rate]
 
         def set_port_rates() -> None:  # once the network is up: --port-rate on every host

@@ -1,5 +1,6 @@
 #include "bootstrap/interfaces.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <strings.h>
@@ -86,6 +87,22 @@ bool sameSubnet(const NetIf& i, const SockAddr& a) {
   for (size_t k = 0; k < n; ++k)
     if ((x[k] & m[k]) != (y[k] & m[k])) return false;
   return true;
+}
+
+std::string subnetOf(const NetIf& i) {
+  const bool v4 = i.addr.sa.sa_family == AF_INET;
+  const size_t n = v4 ? 4 : 16;
+  const unsigned char* x = v4 ? reinterpret_cast<const unsigned char*>(&i.addr.sin.sin_addr) : i.addr.sin6.sin6_addr.s6_addr;
+  const unsigned char* m = v4 ? reinterpret_cast<const unsigned char*>(&i.mask.sin.sin_addr) : i.mask.sin6.sin6_addr.s6_addr;
+  unsigned char net[16] = {};
+  int bits = 0;
+  for (size_t k = 0; k < n; ++k) {
+    net[k] = x[k] & m[k];
+    bits += __builtin_popcount(m[k]);
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  if (!inet_ntop(v4 ? AF_INET : AF_INET6, net, text, sizeof(text))) return "";
+  return std::string(text) + "/" + std::to_string(bits);
 }
 
 ncclResult_t chooseInterfaces(const SockAddr* reach, std::vector<NetIf>* out) {

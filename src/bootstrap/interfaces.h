@@ -31,5 +31,7 @@ std::vector<NetIf> listInterfaces(int family, int* err = nullptr);  // *err: get
 // but docker*/lo, then docker*, then lo). Fails with a WARN saying what was tried.
 ncclResult_t chooseInterfaces(const SockAddr* reach, std::vector<NetIf>* out);
 bool sameSubnet(const NetIf& i, const SockAddr& a);
+// The interface's subnet as text: "10.64.3.0/24", "fd00::/64".
+std::string subnetOf(const NetIf& i);
 
 }  // namespace accl

@@ -166,6 +166,7 @@ struct ncclComm {
   std::set<accl::Registration*> registrations;        // ncclCommRegister handles (freed with the comm)
   uint64_t opCount = 0;
   int nhosts = 1;              // distinct host identities among the ranks
+  accl::TopologyPtr topo;      // several hosts: their NICs' rails, the ring's order (topo/topo.h)
   accl::AlgoMask algoMask;     // NCCL_ALGO: what every rank's allows (commInit)
   size_t slotBytes = 0;        // of every FIFO: the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE)
   accl::DevStatePtr dev;       // device mode only

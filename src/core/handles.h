@@ -27,6 +27,12 @@ struct RmaDeleter {
 };
 using RmaPtr = std::unique_ptr<Rma, RmaDeleter>;
 
+struct Topology;  // topo/topo.h: hosts, NICs, rails and planes (communicators on several hosts)
+struct TopologyDeleter {
+  void operator()(Topology* t) const;
+};
+using TopologyPtr = std::unique_ptr<Topology, TopologyDeleter>;
+
 class HostDirect;  // coll/host_direct.h: the direct collectives of host mode
 struct HostDirectDeleter {
   void operator()(HostDirect* d) const;

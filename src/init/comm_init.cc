@@ -23,6 +23,8 @@
 #include "coll/p2p_reach.h"
 #include "coll/tuner.h"
 #include "core/mode.h"
+#include "topo/topo.h"
+#include "topo/topo_setup.h"
 #include "transport/connection.h"
 #include "transport/peer_life.h"
 
@@ -169,12 +171,15 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   comm->nhosts = static_cast<int>(hosts.size());
 
   NCCLCHECK(peerLifeSetup(comm));
+  // On several hosts, the ring goes host by host (each host's ranks in
+  // rank order), so that it crosses between hosts once per host.
+  if (comm->nhosts > 1) NCCLCHECK(topoSetup(comm));
   Ring& ring = comm->ring;
   ring.order.resize(nranks);
-  for (int i = 0; i < nranks; ++i) ring.order[i] = i;
-  ring.position = rank;
-  ring.prev = ring.order[(rank + nranks - 1) % nranks];
-  ring.next = ring.order[(rank + 1) % nranks];
+  for (int i = 0; i < nranks; ++i) ring.order[i] = comm->topo ? comm->topo->ring[i] : i;
+  ring.position = static_cast<int>(std::find(ring.order.begin(), ring.order.end(), rank) - ring.order.begin());
+  ring.prev = ring.order[(ring.position + nranks - 1) % nranks];
+  ring.next = ring.order[(ring.position + 1) % nranks];
   if (nranks > 1) {
     std::vector<ConnPtr> sends, recvs;
     NCCLCHECK(connectPeers(comm, {ring.next}, {ring.prev}, kTagRing, &sends, &recvs));

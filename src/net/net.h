@@ -32,6 +32,7 @@ struct NetDeviceProps {
   int maxRecvs = 1;
   int rail = -1;        // the rail and plane it is on (-1: unknown; a v12 plugin may say)
   int plane = -1;
+  std::string subnet;   // an interface's: "10.64.3.0/24" (topo/ pairs NICs of one subnet across hosts)
 };
 
 class NetBackend {
@@ -48,6 +49,8 @@ class NetBackend {
   // same device. A backend that cannot merge says so (ncclInvalidUsage),
   // without a WARN.
   virtual ncclResult_t makeVDevice(const int* devs, int n, int* vdev) { return ncclInvalidUsage; }
+  // The most devices makeVDevice merges (1: it cannot).
+  virtual int maxVDeviceNics() const { return 1; }
   // The receiver's side: fills `handle` (kNetHandleBytes) for the sender.
   // `secret` (the communicator's, 32 bytes) is what a backend that can
   // authenticates its connections with; plugins ignore it.

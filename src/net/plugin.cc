@@ -82,6 +82,13 @@ class Plugin final : public NetBackend {
     }
     return ncclInvalidUsage;  // v8, or a plugin that merges nothing
   }
+  int maxVDeviceNics() const override {
+    if constexpr (V >= 9) {
+      using VProps = std::conditional_t<V >= 12, ncclNetVDeviceProps_v12_t, ncclNetVDeviceProps_v9_t>;
+      if (t_->makeVDevice) return static_cast<int>(sizeof(VProps::devs) / sizeof(int));
+    }
+    return 1;
+  }
   ncclResult_t listen(int dev, const uint8_t*, void* handle, void** listenComm) override {
     if constexpr (V >= 11) return t_->listen(ctx_, dev, handle, listenComm);
     else return t_->listen(dev, handle, listenComm);

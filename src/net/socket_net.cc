@@ -232,6 +232,7 @@ class SocketNet final : public NetBackend {
     return static_cast<int>(ifs_.size());
   }
 
+  int maxVDeviceNics() const override { return kMaxDevsPerNic; }
   ncclResult_t makeVDevice(const int* devs, int n, int* vdev) override {
     const int phys = devices();
     if (n < 1 || n > kMaxDevsPerNic) {
@@ -263,6 +264,7 @@ class SocketNet final : public NetBackend {
     char path[PATH_MAX];
     if (nics.size() == 1 && realpath(("/sys/class/net/" + ifs_[nics[0]].name + "/device").c_str(), path))
       out->pciPath = path;
+    if (nics.size() == 1) out->subnet = subnetOf(ifs_[nics[0]]);
     out->guid = static_cast<uint64_t>(dev);
     out->ptrSupport = NCCL_PTR_HOST;
     out->maxComms = 65536;

@@ -36,12 +36,36 @@
 #include "core/comm.h"
 #include "net/net.h"
 #include "plugin/nccl_net.h"
+#include "topo/topo.h"
 #include "transport/connection.h"
 #include "transport/fifo_sleep.h"
 #include "transport/transport.h"
 
 namespace accl {
 namespace {
+
+// Without a topology (ranks whose hosts reported different NICs): ranks of
+// one host take the devices in turn (local rank i the i-th), so that each
+// rank's traffic leaves through a NIC of its own; where a host has more
+// devices than ranks, each rank merges its share (up to 4: devices i,
+// i + L, ... of L local ranks) into one, whose connections spread over all
+// of them, where the backend can merge.
+int deviceByLocalRank(const ncclComm* comm, NetBackend* net) {
+  const int ndev = net->devices();
+  int local = 0, locals = 0;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (comm->peers[r].hostHash == comm->peers[comm->rank].hostHash) {
+      local += r < comm->rank;
+      ++locals;
+    }
+  if (ndev <= 0) return 0;
+  if (locals >= ndev) return local % ndev;
+  int devs[4], n = 0;
+  for (int d = local; d < ndev && n < 4; d += locals) devs[n++] = d;
+  int vdev = -1;
+  if (n == 1 || net->makeVDevice(devs, n, &vdev) != ncclSuccess) return local;
+  return vdev;
+}
 
 // The control line's frames, three words each: what, an argument, and how
 // many messages the sender had sent by then. A failing side sends
@@ -67,39 +91,52 @@ constexpr uint64_t kDeadDrainMs = 100;
 // A proxy looks at its control line at least this often.
 constexpr uint64_t kCtrlCheckMs = 5;
 
-// This rank's device. Ranks of one host take the devices in turn (local rank
-// i the i-th), so that each rank's traffic leaves through a NIC of its own;
-// where a host has more devices than ranks, each rank merges its share (up
-// to 4: devices i, i + L, ... of L local ranks) into one, whose connections
-// spread over all of them, where the backend can merge.
-int deviceOf(const ncclComm* comm, NetBackend* net) {
-  const int ndev = net->devices();
-  int local = 0, locals = 0;
-  for (int r = 0; r < comm->nranks; ++r)
-    if (comm->peers[r].hostHash == comm->peers[comm->rank].hostHash) {
-      local += r < comm->rank;
-      ++locals;
-    }
-  if (ndev <= 0) return 0;
-  if (locals >= ndev) return local % ndev;
-  int devs[4], n = 0;
-  for (int d = local; d < ndev && n < 4; d += locals) devs[n++] = d;
+// One device, merging `devs` where there are several and the backend can.
+int mergedDevice(NetBackend* net, const std::vector<int>& devs) {
   int vdev = -1;
-  if (n == 1 || net->makeVDevice(devs, n, &vdev) != ncclSuccess) return local;
+  if (devs.size() == 1 || net->makeVDevice(devs.data(), static_cast<int>(devs.size()), &vdev) != ncclSuccess)
+    return devs[0];
   return vdev;
+}
+
+// The device of this rank's connection with `peer` (`send`: to it). Where
+// the topology knows the hosts' rails (topo/topo.h), the NICs of the rails
+// the two hosts share: a ring's hop, the only connection between its two
+// hosts in its direction, takes all of them; others the sender's rail.
+// Both ends pick alike, so lane j joins two NICs of one rail and plane.
+// -1 (with a WARN): the hosts share no rail and NCCL_CROSS_NIC is 0.
+int deviceOf(const ncclComm* comm, NetBackend* net, int peer, bool send, int tag) {
+  if (comm->topo) {
+    const int sender = send ? comm->rank : peer, receiver = send ? peer : comm->rank;
+    std::string why;
+    const std::vector<int> devs =
+        topoHopDevices(*comm->topo, sender, receiver, comm->rank, tag == kTagRing, net->maxVDeviceNics(), &why);
+    if (devs.empty() && comm->topo->nicsAgree && comm->topo->crossNic == 0) {
+      WARN("rank %d: no network connection %s rank %d: %s (NCCL_CROSS_NIC=0 joins NICs of one rail only)",
+           comm->rank, send ? "to" : "from", peer, why.c_str());
+      return -1;
+    }
+    if (!devs.empty()) {
+      if (!why.empty() && comm->topo->crossNic == 2)
+        WARN("rank %d: the network connection %s rank %d joins NICs of different rails: %s (NCCL_CROSS_NIC=2; "
+             "1 allows this without a WARN, 0 refuses it)", comm->rank, send ? "to" : "from", peer, why.c_str());
+      return mergedDevice(net, devs);
+    }
+  }
+  return deviceByLocalRank(comm, net);
 }
 
 class NetConnection : public Connection {
  public:
-  NetConnection(ncclComm* comm, NetBackend* net, int ctrl, bool send, int peer)
-      : comm_(comm), net_(net), ctrl_(ctrl), dev_(deviceOf(comm, net)) {
+  NetConnection(ncclComm* comm, NetBackend* net, int ctrl, bool send, int peer, int tag)
+      : comm_(comm), net_(net), ctrl_(ctrl), dev_(deviceOf(comm, net, peer, send, tag)) {
     isSend = send;
     this->peer = peer;
     size_t slot = comm->slotBytes;
     mem_ = aligned_alloc(4096, fifoBytes(slot));
     if (mem_) fifoInit(mem_, slot, &fifo);
     NetDeviceProps props;
-    if (net->properties(dev_, &props) == ncclSuccess) devName_ = props.name;
+    if (dev_ >= 0 && net->properties(dev_, &props) == ncclSuccess) devName_ = props.name;
     via_ = std::string("net (") + net->name() + " " + devName_ + ")";  // what messages say: the backend, the NICs
     kind = via_.c_str();
   }
@@ -238,6 +275,7 @@ class NetConnection : public Connection {
   enum class Moved { Failed = -1, Nothing = 0, Some = 1 };
 
   ncclResult_t checkMemory() const {
+    if (dev_ < 0) return ncclInvalidUsage;  // deviceOf said why
     if (mem_) return ncclSuccess;
     WARN("rank %d: no memory for the FIFO of a network connection %s rank %d (%zu bytes)", comm_->rank,
          isSend ? "to" : "from", peer, fifoBytes(comm_->slotBytes));
@@ -604,10 +642,10 @@ NetBackend* backendOrWarn(const ncclComm* comm) {
 
 bool netCanConnect(const ncclComm*, int, int tag) { return tag < kTagDevice; }
 
-ncclResult_t netRecvSide(ncclComm* comm, int peer, int, int* fd, const Deadline& dl, ConnPtr* out) {
+ncclResult_t netRecvSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
   NetBackend* net = backendOrWarn(comm);
   if (!net) return ncclInvalidUsage;
-  auto c = std::make_unique<NetConnection>(comm, net, *fd, false, peer);
+  auto c = std::make_unique<NetConnection>(comm, net, *fd, false, peer, tag);
   *fd = -1;  // the control line now
   char answer[1 + kNetHandleBytes] = {kNetTransport.code};
   NCCLCHECK(c->listen(answer + 1));
@@ -616,10 +654,10 @@ ncclResult_t netRecvSide(ncclComm* comm, int peer, int, int* fd, const Deadline&
   return ncclSuccess;
 }
 
-ncclResult_t netSendSide(ncclComm* comm, int peer, int, int* fd, const Deadline& dl, ConnPtr* out) {
+ncclResult_t netSendSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
   NetBackend* net = backendOrWarn(comm);
   if (!net) return ncclInvalidUsage;
-  auto c = std::make_unique<NetConnection>(comm, net, *fd, true, peer);
+  auto c = std::make_unique<NetConnection>(comm, net, *fd, true, peer, tag);
   *fd = -1;
   char handle[kNetHandleBytes];
   NCCLCHECK(socketRecv(c->ctrlFd(), handle, sizeof(handle), dl));

@@ -9,10 +9,11 @@ DESIGN = SRC.parent / "docs" / "design.md"
 
 # From the top (the C ABI) down; each may include the folders listed.
 MAY_INCLUDE = {
-    "api": {"init", "coll", "transport", "net", "core", "bootstrap", "device", "base"},
-    "init": {"coll", "transport", "net", "core", "bootstrap", "device", "base"},
-    "coll": {"transport", "net", "core", "bootstrap", "device", "base"},
-    "transport": {"net", "core", "bootstrap", "device", "base"},
+    "api": {"init", "coll", "transport", "topo", "net", "core", "bootstrap", "device", "base"},
+    "init": {"coll", "transport", "topo", "net", "core", "bootstrap", "device", "base"},
+    "coll": {"transport", "topo", "net", "core", "bootstrap", "device", "base"},
+    "transport": {"topo", "net", "core", "bootstrap", "device", "base"},
+    "topo": {"net", "core", "bootstrap", "base"},
     "net": {"bootstrap", "base"},
     "core": {"device", "base"},
     "bootstrap": {"base"},

@@ -200,3 +200,101 @@ def test_mpirun_runs_each_rank_on_its_emulated_host():
         assert net.hosts[0].counters()["nic0p0"][0] - before > (1 << 20) // 2  # the exchange crossed the port
     finally:
         net.down()
+
+
+CROSS_RAIL = ("import socket, sys; c = socket.socket(); c.bind((sys.argv[1], 0)); c.settimeout(3); "
+              "c.connect((sys.argv[2], 29877)); c.sendall(b'x' * 100000 + b'hello'); c.shutdown(socket.SHUT_WR); "
+              "print(c.recv(64).decode())")
+SINK = ("import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+        "s.bind((sys.argv[1], 29877)); s.listen(); print('ready', flush=True); c, _ = s.accept(); n = 0\n"
+        "while (b := c.recv(65536)): n += len(b)\n"
+        "c.sendall(b'got %d' % n)")
+
+
+def _cross_rail_send(net, spine_ok):
+    """Host 0 sends 100 KB from its rail-1 port to host 1's rail-0 port."""
+    dst = net.port(1, 0).addr
+    sink = subprocess.Popen(net.hosts[1].cmd([sys.executable, "-c", SINK, dst]), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout.readline().strip() == "ready", sink.stderr.read()
+        before = net.spine_bytes()
+        res = subprocess.run(net.hosts[0].cmd([sys.executable, "-c", CROSS_RAIL, net.port(0, 1).addr, dst]),
+                             capture_output=True, text=True, timeout=20)
+        if spine_ok:
+            assert res.returncode == 0 and res.stdout.strip() == "got 100005", res.stderr
+            assert net.spine_bytes() - before > 100000  # it crossed the spine, which counted it
+        else:
+            assert res.returncode != 0, res.stdout  # no route from rail 1 to rail 0
+    finally:
+        sink.kill()
+        sink.wait()
+
+
+@pytest.mark.timeout(120)
+def test_a_port_sends_only_from_its_own_address():
+    """Per-port routing, as NICs do: bytes bound to a rail-1 address leave
+    through the rail-1 port, so reaching rail 0 goes through the spine (and
+    its counters), or, without a spine, nowhere."""
+    for spine in (True, False):
+        net = emunet(hosts=2, nics=2, spine=spine)
+        try:
+            _cross_rail_send(net, spine)
+            assert reachable(net, 0, 1, rail=1)  # on its own rail, directly
+        finally:
+            net.down()
+    assert not [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+                if n.startswith(f"accl{net.tag}")]
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("spine", [True, False], ids=["spine", "no-spine"])
+def test_connections_between_hosts_stay_on_their_rail(spine):
+    """2 hosts x 2 ranks x 2 rails: the ring's hop between hosts leaves the
+    last rank of a host (whose own rail is 1) and reaches the first of the
+    next (rail 0); point-to-point connections join ranks of either rail.
+    Each connection takes NICs of one rail on both sides (topo/), so with a
+    spine it forwards (almost) nothing, and without one everything still
+    arrives. Every result exact; both NICs of each host carry data."""
+    net = emunet(hosts=2, nics=2, spine=spine)
+    try:
+        before = {h.index: h.counters() for h in net.hosts}
+        crossed = net.spine_bytes()
+        env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+        for coll in ("allreduce", "allgather", "alltoall", "sendrecv"):
+            results = net.launch([sys.executable, "-m", "accl.perf", coll, "-b", "64K", "-e", "4M", "-f", "8",
+                                  "-n", "2", "-w", "1", "-c", "1", "-d", "int32"], ranks_per_host=2, timeout=180,
+                                 env=env)
+            out = results[0].stdout
+            assert all(r.returncode == 0 for r in results), "\n".join(r.stdout[-3000:] for r in results)
+            assert "# Out of bounds values : 0 OK" in out, out[-3000:]
+        assert "topology: 2 hosts, 2 rail(s) x 1 plane(s), rails from subnets" in out, out[-3000:]
+        assert net.spine_bytes() - crossed < 1 << 20
+        for host, ports in _tx_by_port(net, before).items():
+            assert min(ports.values()) > 4 << 20, (host, ports)
+    finally:
+        net.down()
+
+
+@pytest.mark.timeout(300)
+def test_two_planes_declared_and_all_four_ports_used():
+    """2 rails x 2 planes, declared to ACCL (ACCL_NICS, as EmuNet does with
+    two planes): one rank per host, its ring hop over all four ports, lane j
+    joining the same rail and plane on both hosts."""
+    net = emunet(hosts=2, nics=2, planes=2)
+    try:
+        before = {h.index: h.counters() for h in net.hosts}
+        env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+        results = net.launch([sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "2",
+                              "-w", "1", "-c", "1", "-d", "int32"], timeout=180, env=env)
+        out = results[0].stdout
+        assert all(r.returncode == 0 for r in results), "\n".join(r.stdout[-3000:] for r in results)
+        assert "# Out of bounds values : 0 OK" in out, out[-3000:]
+        assert "2 rail(s) x 2 plane(s), rails from declared" in out, out[-3000:]
+        assert "nic0p1 rail 0 plane 1" in out, out[-3000:]
+        assert net.spine_bytes() < 1 << 20
+        for host, ports in _tx_by_port(net, before).items():
+            assert sorted(ports) == ["nic0p0", "nic0p1", "nic1p0", "nic1p1"]
+            assert min(ports.values()) > 0.1 * sum(ports.values()), (host, ports)
+    finally:
+        net.down()

@@ -1,0 +1,181 @@
+// topoBuild and what is read from its result (topo/topo.h).
+#include "topo/topo.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/debug.h"
+
+namespace accl {
+namespace {
+
+bool sameNics(const TopoReport& a, const TopoReport& b) {
+  if (a.nics != b.nics) return false;
+  for (int i = 0; i < a.nics; ++i)
+    if (strcmp(a.nic[i].name, b.nic[i].name) != 0 || a.nic[i].rail != b.nic[i].rail ||
+        a.nic[i].plane != b.nic[i].plane)
+      return false;
+  return true;
+}
+
+// No host has two ports on one rail and plane (else "the rail's NIC" would not name one).
+bool onePortPerRailPlane(const std::vector<TopoHost>& hosts) {
+  for (const TopoHost& h : hosts)
+    for (size_t i = 0; i < h.nics.size(); ++i)
+      for (size_t j = i + 1; j < h.nics.size(); ++j)
+        if (h.nics[i].rail == h.nics[j].rail && h.nics[i].plane == h.nics[j].plane) return false;
+  return true;
+}
+
+// Each subnet is a rail, numbered as the hosts (in order) and their devices
+// first show it: NICs on one subnet across hosts reach each other through
+// one switch. False where a NIC has no subnet (a plugin's device).
+bool railsBySubnet(std::vector<TopoHost>* hosts) {
+  std::vector<std::string> seen;
+  for (TopoHost& h : *hosts)
+    for (TopoNic& n : h.nics) {
+      if (!n.subnet[0]) return false;
+      auto it = std::find(seen.begin(), seen.end(), n.subnet);
+      n.rail = static_cast<int32_t>(it - seen.begin());
+      n.plane = 0;
+      if (it == seen.end()) seen.push_back(n.subnet);
+    }
+  return true;
+}
+
+void railsByDevice(std::vector<TopoHost>* hosts) {
+  for (TopoHost& h : *hosts)
+    for (size_t i = 0; i < h.nics.size(); ++i) {
+      h.nics[i].rail = static_cast<int32_t>(i);
+      h.nics[i].plane = 0;
+    }
+}
+
+const TopoNic* portOn(const TopoHost& h, int rail, int plane) {
+  for (const TopoNic& n : h.nics)
+    if (n.rail == rail && n.plane == plane) return &n;
+  return nullptr;
+}
+
+}  // namespace
+
+Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoReport>& reports, int crossNic) {
+  Topology t;
+  t.crossNic = crossNic;
+  const int n = static_cast<int>(hostKey.size());
+  t.hostOf.assign(n, -1);
+  t.localOf.assign(n, 0);
+  std::vector<uint64_t> keys;
+  bool agree = true;
+  for (int r = 0; r < n; ++r) {
+    const int h = static_cast<int>(std::find(keys.begin(), keys.end(), hostKey[r]) - keys.begin());
+    if (h == static_cast<int>(keys.size())) {
+      keys.push_back(hostKey[r]);
+      t.hosts.emplace_back();
+      const TopoReport& rep = reports[r];
+      t.hosts.back().nics.assign(rep.nic, rep.nic + std::clamp(rep.nics, 0, kTopoMaxNics));
+    } else if (agree && !sameNics(reports[t.hosts[h].ranks[0]], reports[r])) {
+      agree = false;
+      WARN("ranks %d and %d are on one host but report different NICs (NCCL_SOCKET_IFNAME or ACCL_NICS differ "
+           "between them?): rails are taken in device order", t.hosts[h].ranks[0], r);
+    }
+    t.hostOf[r] = h;
+    t.localOf[r] = static_cast<int>(t.hosts[h].ranks.size());
+    t.hosts[h].ranks.push_back(r);
+  }
+  t.nicsAgree = agree;
+  bool said = true, some = false;
+  for (const TopoHost& h : t.hosts)
+    for (const TopoNic& x : h.nics) {
+      said = said && x.rail >= 0;
+      some = some || x.rail >= 0;
+    }
+  for (TopoHost& h : t.hosts)
+    for (TopoNic& x : h.nics) x.plane = std::max(x.plane, 0);
+  if (agree && said && onePortPerRailPlane(t.hosts)) {
+    t.source = "declared (ACCL_NICS, or the net plugin)";
+  } else {
+    if (agree && some)
+      WARN("the rails declared (ACCL_NICS, or the net plugin) leave a NIC without a rail or two ports of one host "
+           "on one rail and plane: rails are inferred");
+    if (agree && railsBySubnet(&t.hosts) && onePortPerRailPlane(t.hosts)) {
+      t.source = "subnets";
+    } else {
+      railsByDevice(&t.hosts);
+      t.source = "device order";
+    }
+  }
+  for (const TopoHost& h : t.hosts)
+    for (const TopoNic& x : h.nics) {
+      t.rails = std::max(t.rails, x.rail + 1);
+      t.planes = std::max(t.planes, x.plane + 1);
+    }
+  for (const TopoHost& h : t.hosts) t.ring.insert(t.ring.end(), h.ranks.begin(), h.ranks.end());
+  return t;
+}
+
+std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int self, bool wholeHost, int most,
+                                std::string* why) {
+  why->clear();
+  std::vector<int> devs;
+  if (!t.nicsAgree) {
+    *why = "ranks of one host reported different NICs";
+    return devs;
+  }
+  const TopoHost& from = t.hosts[t.hostOf[sender]];
+  const TopoHost& to = t.hosts[t.hostOf[receiver]];
+  const TopoHost& mine = t.hosts[t.hostOf[self]];
+  // (plane, rail) of the ports both hosts have: planes outer, so that where
+  // `most` cuts, every rail keeps one plane before any gets its second.
+  std::vector<std::pair<int, int>> shared;
+  for (const TopoNic& x : from.nics)
+    if (portOn(to, x.rail, x.plane)) shared.emplace_back(x.plane, x.rail);
+  std::sort(shared.begin(), shared.end());
+  shared.erase(std::unique(shared.begin(), shared.end()), shared.end());
+  if (shared.empty()) {
+    *why = "hosts " + std::to_string(t.hostOf[sender]) + " and " + std::to_string(t.hostOf[receiver]) +
+           " share no rail";
+    if (t.crossNic == 0) return devs;
+    const size_t k = std::min({from.nics.size(), to.nics.size(), static_cast<size_t>(std::max(most, 1))});
+    for (size_t i = 0; i < k; ++i) devs.push_back(mine.nics[i].dev);  // the i-th of each side, by position
+    return devs;
+  }
+  if (!wholeHost) {  // the sender's rail among those shared, both planes
+    std::vector<int> rails;
+    for (const auto& pr : shared) rails.push_back(pr.second);
+    std::sort(rails.begin(), rails.end());
+    rails.erase(std::unique(rails.begin(), rails.end()), rails.end());
+    const int rail = rails[static_cast<size_t>(t.localOf[sender]) % rails.size()];
+    shared.erase(std::remove_if(shared.begin(), shared.end(), [&](const auto& pr) { return pr.second != rail; }),
+                 shared.end());
+  }
+  if (static_cast<int>(shared.size()) > std::max(most, 1)) shared.resize(std::max(most, 1));
+  for (const auto& pr : shared) devs.push_back(portOn(mine, pr.second, pr.first)->dev);
+  return devs;
+}
+
+std::vector<std::string> topoDescribe(const Topology& t) {
+  std::vector<std::string> lines;
+  lines.push_back(std::to_string(t.hosts.size()) + " hosts, " + std::to_string(t.rails) + " rail(s) x " +
+                  std::to_string(t.planes) + " plane(s), rails from " + t.source);
+  for (size_t h = 0; h < t.hosts.size(); ++h) {
+    const TopoHost& host = t.hosts[h];
+    std::string s = "host " + std::to_string(h) + " (ranks";
+    for (int r : host.ranks) s += " " + std::to_string(r);
+    s += "):";
+    for (const TopoNic& x : host.nics)
+      s += std::string(" ") + x.name + " rail " + std::to_string(x.rail) + " plane " + std::to_string(x.plane) +
+           (x.subnet[0] ? std::string(" ") + x.subnet : "") + ";";
+    if (host.nics.empty()) s += " no NIC";
+    lines.push_back(s);
+  }
+  std::string ring = "ring";
+  for (int r : t.ring) ring += " " + std::to_string(r);
+  lines.push_back(ring);
+  return lines;
+}
+
+}  // namespace accl

@@ -1,0 +1,43 @@
+// A communicator's topology: every rank's report of its host's NICs, one
+// allgather, the same Topology on every rank (topo/topo.h).
+#include <vector>
+
+#include "base/check.h"
+#include "base/debug.h"
+#include "base/param.h"
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "net/net.h"
+#include "topo/topo.h"
+#include "topo/topo_setup.h"
+
+namespace accl {
+
+void TopologyDeleter::operator()(Topology* t) const { delete t; }
+
+ncclResult_t topoSetup(ncclComm* comm) {
+  std::vector<TopoReport> reports(comm->nranks);
+  if (NetBackend* net = netBackend()) NCCLCHECK(topoReport(net, &reports[comm->rank]));
+  NCCLCHECK(comm->bootstrap->allgather(reports.data(), sizeof(TopoReport)));
+  for (TopoReport& r : reports) {  // a peer's numbers, used as indices and strings below
+    r.nics = r.nics < 0 || r.nics > kTopoMaxNics ? 0 : r.nics;
+    for (TopoNic& x : r.nic) {
+      x.name[sizeof(x.name) - 1] = x.subnet[sizeof(x.subnet) - 1] = 0;
+      if (x.rail > 63 || x.plane > 1 || x.rail < -1 || x.plane < -1) x.rail = x.plane = -1;
+    }
+  }
+  std::vector<uint64_t> hosts(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
+  int64_t cross = paramInt(Param::CrossNic);
+  if (cross < 0 || cross > 2) {
+    WARN("NCCL_CROSS_NIC=%lld: 0, 1 or 2; 2 is used", static_cast<long long>(cross));
+    cross = 2;
+  }
+  comm->topo.reset(new Topology(topoBuild(hosts, reports, static_cast<int>(cross))));
+  if (comm->topo->localOf[comm->rank] == 0)
+    for (const std::string& line : topoDescribe(*comm->topo))  // once per host
+      INFO(kInit, "%s topology: %s", comm->name.c_str(), line.c_str());
+  return ncclSuccess;
+}
+
+}  // namespace accl

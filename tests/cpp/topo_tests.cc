@@ -1,0 +1,199 @@
+// Unit tests of the topology (topo/topo.h) on fixtures: hosts x ranks x
+// rails x planes, NICs listed in different orders, missing NICs, uneven
+// hosts, rails from subnets, from declarations and in device order.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "test_harness.h"
+
+#include "topo/topo.h"
+
+namespace {
+
+using namespace accl;
+
+TopoNic nic(const std::string& name, int dev, const std::string& subnet, int rail = -1, int plane = -1) {
+  TopoNic x{};
+  snprintf(x.name, sizeof(x.name), "%s", name.c_str());
+  snprintf(x.subnet, sizeof(x.subnet), "%s", subnet.c_str());
+  x.dev = dev;
+  x.rail = rail;
+  x.plane = plane;
+  return x;
+}
+
+TopoReport report(const std::vector<TopoNic>& nics) {
+  TopoReport r{};
+  for (const TopoNic& x : nics) r.nic[r.nics++] = x;
+  return r;
+}
+
+// `perHost` ranks on each host, host by host; host h's NICs from nicsOf(h).
+template <typename NicsOf>
+Topology layout(int hosts, int perHost, NicsOf nicsOf, int crossNic = 2) {
+  std::vector<uint64_t> keys;
+  std::vector<TopoReport> reports;
+  for (int h = 0; h < hosts; ++h)
+    for (int i = 0; i < perHost; ++i) {
+      keys.push_back(100 + h);
+      reports.push_back(report(nicsOf(h)));
+    }
+  return topoBuild(keys, reports, crossNic);
+}
+
+std::string str(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+std::string hop(const Topology& t, int from, int to, int self, bool whole, int most = 4) {
+  std::string why;
+  return str(topoHopDevices(t, from, to, self, whole, most, &why));
+}
+
+// The rails of `devs` on `self`'s host.
+std::string rails(const Topology& t, int from, int to, int self, bool whole, int most = 4) {
+  std::string why;
+  std::vector<int> r;
+  for (int d : topoHopDevices(t, from, to, self, whole, most, &why))
+    for (const TopoNic& x : t.hosts[t.hostOf[self]].nics)
+      if (x.dev == d) r.push_back(x.rail * 10 + x.plane);
+  return str(r);
+}
+
+}  // namespace
+
+TEST(topo_rails_from_subnets) {
+  // 2 hosts x 4 ranks x 4 rails, one subnet per rail.
+  Topology t = layout(2, 4, [](int) {
+    std::vector<TopoNic> v;
+    for (int r = 0; r < 4; ++r) v.push_back(nic("nic" + std::to_string(r), r, "10.0." + std::to_string(r) + ".0/24"));
+    return v;
+  });
+  CHECK_EQ(t.rails, 4);
+  CHECK_EQ(t.planes, 1);
+  CHECK_EQ(std::string(t.source), std::string("subnets"));
+  CHECK_EQ(str(t.ring), std::string("0,1,2,3,4,5,6,7"));
+  CHECK_EQ(hop(t, 3, 4, 3, true), std::string("0,1,2,3"));  // the ring's hop: every rail
+  CHECK_EQ(hop(t, 3, 4, 4, true), std::string("0,1,2,3"));
+  CHECK_EQ(hop(t, 3, 4, 3, true, 2), std::string("0,1"));  // a backend that merges two
+  CHECK_EQ(hop(t, 1, 6, 1, false), std::string("1"));      // point-to-point: the sender's rail, both ends
+  CHECK_EQ(hop(t, 1, 6, 6, false), std::string("1"));
+  CHECK_EQ(hop(t, 6, 1, 1, false), std::string("2"));
+}
+
+TEST(topo_lanes_pair_rails_whatever_the_device_order) {
+  // Host 1 lists its NICs in another order: lane j still joins one rail.
+  Topology t = layout(2, 1, [](int h) {
+    std::vector<TopoNic> v;
+    const int order[2][3] = {{0, 1, 2}, {2, 0, 1}};
+    for (int d = 0; d < 3; ++d) {
+      const int r = order[h][d];
+      v.push_back(nic("eth" + std::to_string(d), d, "192.168." + std::to_string(r) + ".0/24"));
+    }
+    return v;
+  });
+  CHECK_EQ(rails(t, 0, 1, 0, true), std::string("0,10,20"));
+  CHECK_EQ(rails(t, 0, 1, 1, true), std::string("0,10,20"));
+  CHECK_EQ(hop(t, 0, 1, 0, true), std::string("0,1,2"));
+  CHECK_EQ(hop(t, 0, 1, 1, true), std::string("1,2,0"));  // host 1's devices of rails 0, 1, 2
+}
+
+TEST(topo_declared_planes) {
+  // 2 hosts x 2 ranks x 2 rails x 2 planes, declared (ACCL_NICS or a plugin).
+  Topology t = layout(2, 2, [](int) {
+    return std::vector<TopoNic>{nic("a", 0, "", 0, 0), nic("b", 1, "", 0, 1), nic("c", 2, "", 1, 0),
+                                nic("d", 3, "", 1, 1)};
+  });
+  CHECK_EQ(t.rails, 2);
+  CHECK_EQ(t.planes, 2);
+  CHECK(std::string(t.source).find("declared") == 0);
+  CHECK_EQ(rails(t, 1, 2, 1, true), std::string("0,10,1,11"));  // planes outer: each rail before any second plane
+  CHECK_EQ(rails(t, 1, 2, 1, true, 2), std::string("0,10"));
+  CHECK_EQ(rails(t, 1, 3, 3, false), std::string("10,11"));  // sender 1 (its host's second): rail 1, both planes
+  CHECK_EQ(rails(t, 2, 0, 0, false), std::string("0,1"));
+}
+
+TEST(topo_missing_nic_and_uneven_hosts) {
+  // Ranks of three hosts interleaved; host 2 lacks rail 1.
+  std::vector<uint64_t> keys = {7, 8, 7, 9, 8, 8};
+  auto nics = [](bool all) {
+    std::vector<TopoNic> v = {nic("n0", 0, "10.1.0.0/16")};
+    if (all) v.push_back(nic("n1", 1, "10.2.0.0/16"));
+    return report(v);
+  };
+  std::vector<TopoReport> reports = {nics(true), nics(true), nics(true), nics(false), nics(true), nics(true)};
+  Topology t = topoBuild(keys, reports, 2);
+  CHECK_EQ(t.hosts.size(), 3u);
+  CHECK_EQ(str(t.ring), std::string("0,2,1,4,5,3"));  // host by host, in the order of their lowest rank
+  CHECK_EQ(t.localOf[5], 2);
+  CHECK_EQ(hop(t, 5, 3, 5, true), std::string("0"));  // only rail 0 reaches host 2
+  CHECK_EQ(hop(t, 5, 3, 3, true), std::string("0"));
+  CHECK_EQ(hop(t, 4, 0, 4, false), std::string("1"));  // rank 4, second of its host: rail 1
+}
+
+TEST(topo_no_shared_rail_and_cross_nic) {
+  auto nicsOf = [](int h) {
+    return std::vector<TopoNic>{nic("x", 0, h ? "10.9.0.0/24" : "10.8.0.0/24")};
+  };
+  std::string why;
+  Topology t2 = layout(2, 1, nicsOf, 2);
+  CHECK_EQ(str(topoHopDevices(t2, 0, 1, 0, true, 4, &why)), std::string("0"));  // the first NIC of each side
+  CHECK(why.find("share no rail") != std::string::npos);
+  Topology t0 = layout(2, 1, nicsOf, 0);
+  CHECK(topoHopDevices(t0, 0, 1, 1, true, 4, &why).empty());
+  CHECK(why.find("share no rail") != std::string::npos);
+}
+
+TEST(topo_flat_subnet_takes_device_order) {
+  // Every NIC on one subnet: the subnets cannot tell rails apart.
+  Topology t = layout(2, 1, [](int) {
+    return std::vector<TopoNic>{nic("e0", 0, "10.0.0.0/16"), nic("e1", 1, "10.0.0.0/16")};
+  });
+  CHECK_EQ(std::string(t.source), std::string("device order"));
+  CHECK_EQ(t.rails, 2);
+  CHECK_EQ(hop(t, 0, 1, 1, true), std::string("0,1"));
+}
+
+TEST(topo_ranks_of_a_host_that_disagree) {
+  std::vector<uint64_t> keys = {1, 1, 2};
+  std::vector<TopoReport> reports = {report({nic("a", 0, "10.0.0.0/24")}), report({nic("b", 0, "10.0.1.0/24")}),
+                                     report({nic("a", 0, "10.0.0.0/24")})};
+  Topology t = topoBuild(keys, reports, 2);
+  CHECK(!t.nicsAgree);
+  std::string why;
+  CHECK(topoHopDevices(t, 1, 2, 1, true, 4, &why).empty());
+  CHECK(!why.empty());
+  CHECK_EQ(str(t.ring), std::string("0,1,2"));
+}
+
+TEST(topo_accl_nics_grammar) {
+  TopoReport r = report({nic("eth0", 0, ""), nic("eth1", 1, ""), nic("eth2", 2, "")});
+  std::string err;
+  CHECK(topoApplyNics("eth0:0:0,eth1:0:1,eth2:5", &r, &err));
+  CHECK_EQ(r.nic[1].rail * 10 + r.nic[1].plane, 1);
+  CHECK_EQ(r.nic[2].rail * 10 + r.nic[2].plane, 50);
+  const char* bad[] = {"eth0:0,eth1:1",                   // eth2 left out
+                       "eth0:0,eth1:1,eth2:2,eth9:3",     // no such NIC
+                       "eth0:0,eth0:1,eth1:1,eth2:2",     // named twice
+                       "eth0:64,eth1:1,eth2:2",           // rail out of range
+                       "eth0:0:2,eth1:1,eth2:2",          // plane out of range
+                       "eth0:x,eth1:1,eth2:2", "eth0,eth1:1,eth2:2", "eth0:1:0:0,eth1:1,eth2:2"};
+  for (const char* spec : bad) {
+    TopoReport b = report({nic("eth0", 0, ""), nic("eth1", 1, ""), nic("eth2", 2, "")});
+    err.clear();
+    CHECK(!topoApplyNics(spec, &b, &err));
+    CHECK(!err.empty());
+  }
+}
+
+TEST(topo_describe) {
+  Topology t = layout(2, 1, [](int) { return std::vector<TopoNic>{nic("nic0", 0, "10.0.0.0/24")}; });
+  std::vector<std::string> lines = topoDescribe(t);
+  CHECK_EQ(lines.size(), 4u);
+  CHECK(lines[0].find("2 hosts, 1 rail(s) x 1 plane(s)") == 0);
+  CHECK(lines[1].find("nic0 rail 0 plane 0 10.0.0.0/24") != std::string::npos);
+  CHECK_EQ(lines[3], std::string("ring 0 1"));
+}
