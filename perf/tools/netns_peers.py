@@ -6,6 +6,12 @@ the smallest size; rounds alternate the libraries, and a cell gives the
 range over rounds. Needs root, iproute2, OpenMPI (mpicc) and, for Gloo, torch.
 
     python perf/tools/netns_peers.py --hosts 2 --nics 1 -b 8 -e 256M -f 8 --rounds 2 > peers.md
+
+Several ranks, rails and planes per host (an HPN layout; shaped ports):
+each ACCL run also counts the bytes that crossed between rails (the
+spine's counters) and how evenly the hosts' ports carried them.
+
+    python perf/tools/netns_peers.py --hosts 2 --ranks-per-host 4 --nics 4 --rate 1gbit -b 1M -e 64M -f 4
 """
 from __future__ import annotations
 
@@ -73,9 +79,18 @@ def size_us(out: str) -> dict[int, float]:
     return rows
 
 
-def accl_times(net, coll, lo, hi, factor, iters):
+def tx_bytes(net):
+    return {(h.index, name): tx for h in net.hosts for name, (tx, _) in h.counters().items()}
+
+
+def accl_times(net, coll, lo, hi, factor, iters, per_host, traffic):
+    """{size: us}, an error; adds the run's spine bytes and per-port bytes sent to `traffic`."""
+    spine, before = net.spine_bytes(), tx_bytes(net)
     res = net.launch([sys.executable, "-m", "accl.perf", coll, "-b", str(lo), "-e", str(hi), "-f", str(factor),
-                      "-n", str(iters), "-w", "3", "-c", "0", "-d", "float"], timeout=1800)
+                      "-n", str(iters), "-w", "3", "-c", "0", "-d", "float"], ranks_per_host=per_host, timeout=1800)
+    traffic.setdefault("spine", []).append(net.spine_bytes() - spine)
+    after = tx_bytes(net)
+    traffic.setdefault("ports", []).append({k: after[k] - before[k] for k in after})
     if any(r.returncode for r in res):
         return {}, res[0].stdout[-2000:]
     rows = {}
@@ -86,17 +101,17 @@ def accl_times(net, coll, lo, hi, factor, iters):
     return rows, ""
 
 
-def mpi_times(net, coll, lo, hi, exe):
+def mpi_times(net, coll, lo, hi, exe, per_host):
     res = net.mpirun(["--mca", "btl", "tcp,self", "--mca", "mpi_yield_when_idle", "1", exe, coll, str(lo), str(hi)],
-                     timeout=1800)
+                     ranks_per_host=per_host, timeout=1800)
     return size_us(res.stdout), "" if res.returncode == 0 else res.stdout[-2000:]
 
 
-def gloo_times(net, coll, sizes, iters):
+def gloo_times(net, coll, sizes, iters, per_host):
     env = dict(os.environ, MASTER_ADDR=net.hosts[0].ports[0].addr, MASTER_PORT=str(29500 + os.getpid() % 1000))
     env["GLOO_SOCKET_IFNAME"] = net.hosts[0].ports[0].ifname  # the same name on every host
-    res = net.launch([sys.executable, "-c", GLOO, coll, ",".join(map(str, sizes)), str(iters)], timeout=1800,
-                     env=env)
+    res = net.launch([sys.executable, "-c", GLOO, coll, ",".join(map(str, sizes)), str(iters)],
+                     ranks_per_host=per_host, timeout=1800, env=env)
     return size_us(res[0].stdout), "" if all(r.returncode == 0 for r in res) else res[0].stdout[-2000:]
 
 
@@ -112,6 +127,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--hosts", type=int, default=2)
     p.add_argument("--nics", type=int, default=1)
+    p.add_argument("--planes", type=int, default=1)
+    p.add_argument("--ranks-per-host", type=int, default=1)
     p.add_argument("--rate", default=None)
     p.add_argument("-b", default="8")
     p.add_argument("-e", default="256M")
@@ -130,27 +147,35 @@ def main() -> int:
     exe = os.path.join(tmp, "mpi_coll")
     subprocess.run(["mpicc", "-O2", "-o", exe, os.path.join(HERE, "mpi_coll.c")], check=True)
     colls = a.collectives.split(",")
-    n = a.hosts
-    with EmuNet(hosts=a.hosts, nics=a.nics, rate=a.rate) as net:
+    per = a.ranks_per_host
+    n = a.hosts * per
+    traffic = {c: {} for c in colls}
+    with EmuNet(hosts=a.hosts, nics=a.nics, planes=a.planes, rate=a.rate) as net:
         wire = []
         results = {c: {lib: {} for lib in ("accl", "mpi", "gloo")} for c in colls}
         for rnd in range(a.rounds):
             rates = net.streams(0, 1, per_port=1, seconds=3, both=True)
             wire.append(sum(v for k, v in rates.items() if k.endswith("0->1")) / 1e3)  # GB/s one way
             for c in colls:
-                for lib, (rows, err) in (("accl", accl_times(net, c, lo, hi, a.f, a.n)),
-                                         ("mpi", mpi_times(net, c, lo, hi, exe)),
-                                         ("gloo", gloo_times(net, c, sizes, a.n))):
+                for lib, (rows, err) in (("accl", accl_times(net, c, lo, hi, a.f, a.n, per, traffic[c])),
+                                         ("mpi", mpi_times(net, c, lo, hi, exe, per)),
+                                         ("gloo", gloo_times(net, c, sizes, a.n, per))):
                     if err:
                         print(f"# round {rnd} {c} {lib}: failed: {err!r}", file=sys.stderr)
                     for size, us in rows.items():
                         results[c][lib].setdefault(size, []).append(us)
                 print(f"# round {rnd + 1} of {a.rounds}: {c} done", file=sys.stderr, flush=True)
-    print(f"# {a.hosts} hosts x {a.nics} NIC(s){', ' + a.rate + ' a port' if a.rate else ', unshaped'}; "
+    print(f"# {a.hosts} hosts x {per} rank(s) x {a.nics} rail(s) x {a.planes} plane(s)"
+          f"{', ' + a.rate + ' a port' if a.rate else ', unshaped'}; "
           f"{a.rounds} round(s); the wire (streams both ways at once, per direction): {span(wire, '{:.2f}')} GB/s")
     print("# busbw GB/s (out of place) per size; the first size: time in us. ACCL/wire uses the best wire round.")
     for c in colls:
         print(f"\n### {c}\n")
+        ports = traffic[c].get("ports", [])
+        if ports and net.spine:
+            sent = [v for run in ports for v in run.values()]
+            print(f"ACCL's runs: {span(traffic[c]['spine'], '{:.0f}')} bytes crossed between rails (the spine); "
+                  f"each port sent {min(sent) / 1e6:.0f}-{max(sent) / 1e6:.0f} MB (least/most {min(sent) / max(max(sent), 1):.2f})\n")
         print("| size | ACCL | OpenMPI (TCP BTL) | Gloo | ACCL / wire | ACCL / MPI | ACCL / Gloo |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for size in sizes:
