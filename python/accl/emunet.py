@@ -180,11 +180,10 @@ class EmuNet:
         than the one a connection left from (no reverse-path filter)."""
         _ip("netns", "add", ns)
         _ip("-n", ns, "link", "set", "lo", "up")
-        sysctls = ["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
-        if forward:
-            sysctls.append("net.ipv4.ip_forward=1")
-        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", *sysctls], check=True, capture_output=True,
-                       text=True, timeout=30)
+        knobs = ["conf/all/rp_filter=0", "conf/default/rp_filter=0"] + (["ip_forward=1"] if forward else [])
+        script = "; ".join(f"echo {k.split('=')[1]} > /proc/sys/net/ipv4/{k.split('=')[0]}" for k in knobs)
+        subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", script], check=True, capture_output=True, text=True,
+                       timeout=30)
 
     def _route_from(self, host: Host, p: Port, table: int) -> None:
         """What leaves from p's address leaves through p: its subnet directly,

@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -45,9 +46,14 @@ class Plugin final : public NetBackend {
   explicit Plugin(const Table* t, void* ctx = nullptr) : t_(t), ctx_(ctx) {}
   const char* name() const override { return t_->name; }
   int version() const override { return V; }
+  // The physical devices, counted at the first call: a plugin's own count
+  // grows with the devices makeVDevice merges (NCCL keeps its physical count too).
   int devices() override {
-    int n = 0;
-    return t_->devices(&n) == ncclSuccess ? n : 0;
+    std::call_once(counted_, [this] {
+      int n = 0;
+      physical_ = t_->devices(&n) == ncclSuccess ? n : 0;
+    });
+    return physical_;
   }
   ncclResult_t properties(int dev, NetDeviceProps* out) override {
     Props p{};
@@ -151,6 +157,8 @@ class Plugin final : public NetBackend {
 
  private:
   const Table* t_;
+  std::once_flag counted_;
+  int physical_ = 0;
   void* ctx_;  // v11 and v12's
 };
 

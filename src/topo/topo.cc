@@ -15,8 +15,8 @@ namespace {
 bool sameNics(const TopoReport& a, const TopoReport& b) {
   if (a.nics != b.nics) return false;
   for (int i = 0; i < a.nics; ++i)
-    if (strcmp(a.nic[i].name, b.nic[i].name) != 0 || a.nic[i].rail != b.nic[i].rail ||
-        a.nic[i].plane != b.nic[i].plane)
+    if (strcmp(a.nic[i].name, b.nic[i].name) != 0 || a.nic[i].dev != b.nic[i].dev ||
+        a.nic[i].rail != b.nic[i].rail || a.nic[i].plane != b.nic[i].plane)
       return false;
   return true;
 }
@@ -42,6 +42,15 @@ bool railsBySubnet(std::vector<TopoHost>* hosts) {
       n.rail = static_cast<int32_t>(it - seen.begin());
       n.plane = 0;
       if (it == seen.end()) seen.push_back(n.subnet);
+    }
+  // Routed fabrics (a subnet per rack or per link) share none between some
+  // hosts: the subnets say nothing of rails there.
+  for (size_t a = 0; a < hosts->size(); ++a)
+    for (size_t b = a + 1; b < hosts->size(); ++b) {
+      bool shared = false;
+      for (const TopoNic& x : (*hosts)[a].nics)
+        for (const TopoNic& y : (*hosts)[b].nics) shared = shared || x.rail == y.rail;
+      if (!shared) return false;
     }
   return true;
 }
@@ -138,7 +147,6 @@ std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int
   if (shared.empty()) {
     *why = "hosts " + std::to_string(t.hostOf[sender]) + " and " + std::to_string(t.hostOf[receiver]) +
            " share no rail";
-    if (t.crossNic == 0) return devs;
     const size_t k = std::min({from.nics.size(), to.nics.size(), static_cast<size_t>(std::max(most, 1))});
     for (size_t i = 0; i < k; ++i) devs.push_back(mine.nics[i].dev);  // the i-th of each side, by position
     return devs;

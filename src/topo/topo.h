@@ -43,9 +43,10 @@ struct TopoHost {
   std::vector<TopoNic> nics;  // its lowest rank's report, in device order, rails and planes filled in
 };
 
-// NCCL_CROSS_NIC: 0 never joins NICs of different rails between hosts (a
-// connection between hosts that share no rail fails), 1 may, 2 (the
-// default) only where the hosts share no rail, with a WARN.
+// NCCL_CROSS_NIC: whatever its value, a connection joins NICs of one rail
+// where its two hosts share one; where they share none it pairs them by
+// position, as NCCL too may cross rails in corner cases: 0 (one rail
+// asked for) says so in a WARN, 1 and 2 (the default) at INFO.
 struct Topology {
   std::vector<TopoHost> hosts;  // in the order of their lowest rank
   std::vector<int> hostOf;      // by rank
@@ -69,10 +70,8 @@ Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoR
 // connection is the only one between the two hosts in its direction (a
 // ring's hop), so it takes every rail they share; otherwise it takes the
 // sender's rail (its place on its host modulo the shared rails), on both
-// planes. At most `most` devices. Empty where the hosts share no rail and
-// NCCL_CROSS_NIC is 0 (*why says so), and where !t.nicsAgree. Where the
-// hosts share no rail and NCCL_CROSS_NIC allows it, the i-th NICs of each
-// side, with *why saying so.
+// planes. At most `most` devices. Where the hosts share no rail, the i-th
+// NICs of each side, with *why saying so. Empty where !t.nicsAgree.
 std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int self, bool wholeHost, int most,
                                 std::string* why);
 

@@ -17,13 +17,22 @@ void TopologyDeleter::operator()(Topology* t) const { delete t; }
 
 ncclResult_t topoSetup(ncclComm* comm) {
   std::vector<TopoReport> reports(comm->nranks);
-  if (NetBackend* net = netBackend()) NCCLCHECK(topoReport(net, &reports[comm->rank]));
+  // A rank whose report failed (a bad ACCL_NICS: it WARNed why) still joins
+  // the allgather, with nics = -1, so that every rank fails now, naming it.
+  if (NetBackend* net = netBackend())
+    if (topoReport(net, &reports[comm->rank]) != ncclSuccess) reports[comm->rank].nics = -1;
   NCCLCHECK(comm->bootstrap->allgather(reports.data(), sizeof(TopoReport)));
+  for (int r = 0; r < comm->nranks; ++r)
+    if (reports[r].nics == -1) {
+      WARN("rank %d: rank %d could not describe its NICs (ACCL_NICS; its log says why)", comm->rank, r);
+      return ncclInvalidUsage;
+    }
   for (TopoReport& r : reports) {  // a peer's numbers, used as indices and strings below
     r.nics = r.nics < 0 || r.nics > kTopoMaxNics ? 0 : r.nics;
     for (TopoNic& x : r.nic) {
       x.name[sizeof(x.name) - 1] = x.subnet[sizeof(x.subnet) - 1] = 0;
       if (x.rail > 63 || x.plane > 1 || x.rail < -1 || x.plane < -1) x.rail = x.plane = -1;
+      if (x.dev < 0 || x.dev >= kTopoMaxNics) x.dev = 0;  // deviceOf takes only devices of its own backend
     }
   }
   std::vector<uint64_t> hosts(comm->nranks);

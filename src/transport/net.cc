@@ -104,22 +104,21 @@ int mergedDevice(NetBackend* net, const std::vector<int>& devs) {
 // the two hosts share: a ring's hop, the only connection between its two
 // hosts in its direction, takes all of them; others the sender's rail.
 // Both ends pick alike, so lane j joins two NICs of one rail and plane.
-// -1 (with a WARN): the hosts share no rail and NCCL_CROSS_NIC is 0.
 int deviceOf(const ncclComm* comm, NetBackend* net, int peer, bool send, int tag) {
   if (comm->topo) {
     const int sender = send ? comm->rank : peer, receiver = send ? peer : comm->rank;
     std::string why;
     const std::vector<int> devs =
         topoHopDevices(*comm->topo, sender, receiver, comm->rank, tag == kTagRing, net->maxVDeviceNics(), &why);
-    if (devs.empty() && comm->topo->nicsAgree && comm->topo->crossNic == 0) {
-      WARN("rank %d: no network connection %s rank %d: %s (NCCL_CROSS_NIC=0 joins NICs of one rail only)",
-           comm->rank, send ? "to" : "from", peer, why.c_str());
-      return -1;
-    }
-    if (!devs.empty()) {
-      if (!why.empty() && comm->topo->crossNic == 2)
-        WARN("rank %d: the network connection %s rank %d joins NICs of different rails: %s (NCCL_CROSS_NIC=2; "
-             "1 allows this without a WARN, 0 refuses it)", comm->rank, send ? "to" : "from", peer, why.c_str());
+    const bool ours = std::all_of(devs.begin(), devs.end(), [&](int d) { return d >= 0 && d < net->devices(); });
+    if (!devs.empty() && ours) {
+      if (!why.empty() && comm->topo->crossNic == 0)
+        WARN("rank %d: the network connection %s rank %d joins NICs of different rails: %s (NCCL_CROSS_NIC=0 "
+             "asks for one rail; connect the rails above the hosts, or give the hosts a rail in common)",
+             comm->rank, send ? "to" : "from", peer, why.c_str());
+      else if (!why.empty())
+        INFO(kNet, "rank %d: the network connection %s rank %d joins NICs of different rails: %s", comm->rank,
+             send ? "to" : "from", peer, why.c_str());
       return mergedDevice(net, devs);
     }
   }
@@ -275,7 +274,6 @@ class NetConnection : public Connection {
   enum class Moved { Failed = -1, Nothing = 0, Some = 1 };
 
   ncclResult_t checkMemory() const {
-    if (dev_ < 0) return ncclInvalidUsage;  // deviceOf said why
     if (mem_) return ncclSuccess;
     WARN("rank %d: no memory for the FIFO of a network connection %s rank %d (%zu bytes)", comm_->rank,
          isSend ? "to" : "from", peer, fifoBytes(comm_->slotBytes));

@@ -136,15 +136,27 @@ TEST(topo_missing_nic_and_uneven_hosts) {
 
 TEST(topo_no_shared_rail_and_cross_nic) {
   auto nicsOf = [](int h) {
-    return std::vector<TopoNic>{nic("x", 0, h ? "10.9.0.0/24" : "10.8.0.0/24")};
+    return std::vector<TopoNic>{nic("x", 0, "", h ? 1 : 0, 0)};  // declared: host 0 on rail 0, host 1 on rail 1
   };
   std::string why;
   Topology t2 = layout(2, 1, nicsOf, 2);
   CHECK_EQ(str(topoHopDevices(t2, 0, 1, 0, true, 4, &why)), std::string("0"));  // the first NIC of each side
   CHECK(why.find("share no rail") != std::string::npos);
-  Topology t0 = layout(2, 1, nicsOf, 0);
-  CHECK(topoHopDevices(t0, 0, 1, 1, true, 4, &why).empty());
+  Topology t0 = layout(2, 1, nicsOf, 0);  // 0 asks for one rail; with none shared, the same pairing (and a WARN)
+  CHECK_EQ(str(topoHopDevices(t0, 0, 1, 1, true, 4, &why)), std::string("0"));
   CHECK(why.find("share no rail") != std::string::npos);
+}
+
+TEST(topo_routed_subnets_take_device_order) {
+  // A subnet per host (routed fabrics): hosts share none, so subnets are not rails.
+  Topology t = layout(2, 1, [](int h) {
+    return std::vector<TopoNic>{nic("e0", 0, "10." + std::to_string(h) + ".0.0/24"),
+                                nic("e1", 1, "10." + std::to_string(h) + ".1.0/24")};
+  });
+  CHECK_EQ(std::string(t.source), std::string("device order"));
+  std::string why;
+  CHECK_EQ(str(topoHopDevices(t, 0, 1, 1, true, 4, &why)), std::string("0,1"));
+  CHECK(why.empty());
 }
 
 TEST(topo_flat_subnet_takes_device_order) {

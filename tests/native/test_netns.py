@@ -236,15 +236,19 @@ def test_a_port_sends_only_from_its_own_address():
     """Per-port routing, as NICs do: bytes bound to a rail-1 address leave
     through the rail-1 port, so reaching rail 0 goes through the spine (and
     its counters), or, without a spine, nowhere."""
+    tags = []
     for spine in (True, False):
         net = emunet(hosts=2, nics=2, spine=spine)
+        tags.append(net.tag)
         try:
             _cross_rail_send(net, spine)
             assert reachable(net, 0, 1, rail=1)  # on its own rail, directly
         finally:
             net.down()
-    assert not [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-                if n.startswith(f"accl{net.tag}")]
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    for tag in tags:  # the hosts, the spine, the bridges and every veth gone
+        assert tag not in names and tag not in links
 
 
 @pytest.mark.timeout(420)
@@ -296,5 +300,22 @@ def test_two_planes_declared_and_all_four_ports_used():
         for host, ports in _tx_by_port(net, before).items():
             assert sorted(ports) == ["nic0p0", "nic0p1", "nic1p0", "nic1p1"]
             assert min(ports.values()) > 0.1 * sum(ports.values()), (host, ports)
+    finally:
+        net.down()
+
+
+@pytest.mark.timeout(120)
+def test_a_wrong_accl_nics_fails_every_rank_at_once(c_program):
+    """A name that is no NIC of the host, on one rank: that rank says why,
+    and every rank's init fails within seconds naming it (never a wait for
+    ACCL_TIMEOUT)."""
+    net = emunet(hosts=2, nics=1)
+    try:
+        results = net.launch(["sh", "-c", f'[ "$PMI_RANK" = 1 ] && export ACCL_NICS=nic9p0:0; '
+                                          f'exec {c_program("rank_worker")} pmi pmi 1000 1'], timeout=60)
+        assert all(r.returncode != 0 for r in results), "\n".join(r.stdout[-2000:] for r in results)
+        assert "ACCL_NICS=nic9p0:0: 'nic9p0' is not a NIC of this host (it has nic0p0)" in results[1].stdout
+        for r in results:
+            assert "rank 1 could not describe its NICs (ACCL_NICS" in r.stdout, r.stdout[-2000:]
     finally:
         net.down()
