@@ -75,6 +75,13 @@ def _rate_bits(rate: str) -> int:
     return int(r)
 
 
+def _link_bytes(ns: str, names: set[str]) -> dict[str, tuple[int, int]]:
+    """{ifname: (tx bytes, rx bytes)} of those interfaces of namespace ns."""
+    out = json.loads(_ip("-n", ns, "-s", "-j", "link", "show").stdout)
+    return {d["ifname"]: (d["stats64"]["tx"]["bytes"], d["stats64"]["rx"]["bytes"])
+            for d in out if d["ifname"] in names}
+
+
 @dataclass
 class Port:
     rail: int
@@ -107,10 +114,7 @@ class Host:
 
     def counters(self) -> dict[str, tuple[int, int]]:
         """{ifname: (tx bytes, rx bytes)} of this host's ports."""
-        out = json.loads(_ip("-n", self.ns, "-s", "-j", "link", "show").stdout)
-        names = {p.ifname for p in self.ports}
-        return {d["ifname"]: (d["stats64"]["tx"]["bytes"], d["stats64"]["rx"]["bytes"])
-                for d in out if d["ifname"] in names}
+        return _link_bytes(self.ns, {p.ifname for p in self.ports})
 
 
 class EmuNet:
@@ -180,8 +184,8 @@ class EmuNet:
         than the one a connection left from (no reverse-path filter)."""
         _ip("netns", "add", ns)
         _ip("-n", ns, "link", "set", "lo", "up")
-        knobs = ["conf/all/rp_filter=0", "conf/default/rp_filter=0"] + (["ip_forward=1"] if forward else [])
-        script = "; ".join(f"echo {k.split('=')[1]} > /proc/sys/net/ipv4/{k.split('=')[0]}" for k in knobs)
+        knobs = {"conf/all/rp_filter": 0, "conf/default/rp_filter": 0, **({"ip_forward": 1} if forward else {})}
+        script = "; ".join(f"echo {v} > /proc/sys/net/ipv4/{k}" for k, v in knobs.items())
         subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", script], check=True, capture_output=True, text=True,
                        timeout=30)
 
@@ -201,9 +205,7 @@ class EmuNet:
         """Bytes the spine forwarded between rails (what its ports sent); 0 without one."""
         if not self.spine:
             return 0
-        out = json.loads(_ip("-n", self.spine, "-s", "-j", "link", "show").stdout)
-        inside = {i for _, i, _ in self.spine_ports}
-        return sum(d["stats64"]["tx"]["bytes"] for d in out if d["ifname"] in inside)
+        return sum(tx for tx, _ in _link_bytes(self.spine, {i for _, i, _ in self.spine_ports}).values())
 
     def down(self) -> None:
         """Removes the namespaces (and with them their veths) and the bridges."""

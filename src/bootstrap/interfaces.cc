@@ -69,31 +69,38 @@ std::vector<NetIf> listInterfaces(int family, int* err) {
   return out;
 }
 
+namespace {
+
+// The bytes of `a` read as an address of `family` (a mask's own family may
+// be unset), and how many there are: 4 for IPv4, else 16.
+const unsigned char* addrBytes(const SockAddr& a, int family, size_t* n) {
+  if (family == AF_INET) {
+    *n = 4;
+    return reinterpret_cast<const unsigned char*>(&a.sin.sin_addr);
+  }
+  *n = 16;
+  return a.sin6.sin6_addr.s6_addr;
+}
+
+}  // namespace
+
 bool sameSubnet(const NetIf& i, const SockAddr& a) {
   if (i.addr.sa.sa_family != a.sa.sa_family) return false;
-  const unsigned char *x, *y, *m;
+  const int f = a.sa.sa_family;
   size_t n;
-  if (a.sa.sa_family == AF_INET) {
-    x = reinterpret_cast<const unsigned char*>(&i.addr.sin.sin_addr);
-    y = reinterpret_cast<const unsigned char*>(&a.sin.sin_addr);
-    m = reinterpret_cast<const unsigned char*>(&i.mask.sin.sin_addr);
-    n = 4;
-  } else {
-    x = i.addr.sin6.sin6_addr.s6_addr;
-    y = a.sin6.sin6_addr.s6_addr;
-    m = i.mask.sin6.sin6_addr.s6_addr;
-    n = 16;
-  }
+  const unsigned char* x = addrBytes(i.addr, f, &n);
+  const unsigned char* y = addrBytes(a, f, &n);
+  const unsigned char* m = addrBytes(i.mask, f, &n);
   for (size_t k = 0; k < n; ++k)
     if ((x[k] & m[k]) != (y[k] & m[k])) return false;
   return true;
 }
 
 std::string subnetOf(const NetIf& i) {
-  const bool v4 = i.addr.sa.sa_family == AF_INET;
-  const size_t n = v4 ? 4 : 16;
-  const unsigned char* x = v4 ? reinterpret_cast<const unsigned char*>(&i.addr.sin.sin_addr) : i.addr.sin6.sin6_addr.s6_addr;
-  const unsigned char* m = v4 ? reinterpret_cast<const unsigned char*>(&i.mask.sin.sin_addr) : i.mask.sin6.sin6_addr.s6_addr;
+  const int f = i.addr.sa.sa_family == AF_INET ? AF_INET : AF_INET6;
+  size_t n;
+  const unsigned char* x = addrBytes(i.addr, f, &n);
+  const unsigned char* m = addrBytes(i.mask, f, &n);
   unsigned char net[16] = {};
   int bits = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -101,7 +108,7 @@ std::string subnetOf(const NetIf& i) {
     bits += __builtin_popcount(m[k]);
   }
   char text[INET6_ADDRSTRLEN] = {};
-  if (!inet_ntop(v4 ? AF_INET : AF_INET6, net, text, sizeof(text))) return "";
+  if (!inet_ntop(f, net, text, sizeof(text))) return "";
   return std::string(text) + "/" + std::to_string(bits);
 }
 

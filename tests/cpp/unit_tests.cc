@@ -562,6 +562,7 @@ TEST(same_subnet) {
   parseAddr("10.1.3.1:5", &out);
   CHECK(sameSubnet(i, in));
   CHECK(!sameSubnet(i, out));
+  CHECK_EQ(subnetOf(i), std::string("10.1.2.0/24"));  // what topo/ pairs NICs by
 }
 
 TEST(conf_text) {
