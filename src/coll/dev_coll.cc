@@ -166,6 +166,7 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
   me->wantChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::NChannels), 0, kMaxChannels));
   me->wantP2pChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::P2pNChannels), 0, kMaxChannels));
   me->stageChunk = std::max<int64_t>(0, paramInt(Param::StageChunkBytes));
+  me->netKernels = paramInt(Param::NetKernels) != 0;
   return ncclSuccess;
 }
 
@@ -207,6 +208,12 @@ ncclResult_t devSetup(ncclComm* comm) {
     d->nChannels = std::min(d->nChannels, p.wantChannels > 0 ? static_cast<int>(p.wantChannels) : auto_);
     if (p.wantP2pChannels > 0) p2pWant = std::min(p2pWant, static_cast<int>(p.wantP2pChannels));
   }
+  // Between hosts the ring's collectives run in kernels where every rank
+  // lets them; a connector between hosts is one network connection, so the
+  // ring has one channel there (its kernel one block).
+  d->netRing = comm->nhosts > 1;
+  for (const PeerInfo& p : comm->peers) d->netRing = d->netRing && p.netKernels;
+  if (d->netRing) d->nChannels = 1;
   d->p2pChannels = std::max(1, std::min(p2pWant, d->nChannels / (2 * comm->nranks)));
   comm->devChannels = d->nChannels;
   // Every rank must cut a staged call into the same chunks: the smallest any asks for.
@@ -241,12 +248,12 @@ ncclResult_t devSetup(ncclComm* comm) {
   CUDACHECK(cudaEventCreateWithFlags(&d->lastEvent, cudaEventDisableTiming), "cudaEventCreate", comm);
   CUDACHECK(cudaEventCreateWithFlags(&d->joinEvent, cudaEventDisableTiming), "cudaEventCreate", comm);
   comm->dev = std::move(d);
-  if (comm->nranks > 1 && comm->nhosts == 1) {
+  if (comm->nranks > 1 && (comm->nhosts == 1 || comm->dev->netRing)) {
     std::vector<Connection*> s, r;
     NCCLCHECK(getConnections(comm, {comm->ring.next}, {comm->ring.prev}, kTagDevRing, &s, &r));
     comm->dev->ringSend = s[0];
     comm->dev->ringRecv = r[0];
-    NCCLCHECK(devDirectSetup(comm));
+    if (comm->nhosts == 1) NCCLCHECK(devDirectSetup(comm));
   }
   // Between hosts, device buffers are staged: load the staged path's kernel
   // now, not at the first call, where loading it waits for the kernels then
@@ -261,6 +268,13 @@ ncclResult_t devSetup(ncclComm* comm) {
   INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv; sends and receives larger than "
        "their channels' slots copy directly with %d rank(s) of this process on this device", comm->name.c_str(),
        comm->rank, comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels, local);
+  if (comm->nhosts > 1 && comm->dev->netRing)
+    INFO(kInit, "%s rank %d: device buffers between hosts: the ring's collectives run in kernels (to rank %d by %s, "
+         "from rank %d by %s), the rest staged", comm->name.c_str(), comm->rank, comm->ring.next,
+         comm->dev->ringSend->kind, comm->ring.prev, comm->dev->ringRecv->kind);
+  else if (comm->nhosts > 1)
+    INFO(kInit, "%s rank %d: device buffers between hosts: every call staged through pinned memory "
+         "(ACCL_NET_KERNELS=0 on some rank)", comm->name.c_str(), comm->rank);
   if (comm->dev->watchesPeers)
     NCCLCHECK(startThread(&comm->dev->watcher, [comm] { watchLoop(comm); },
                           "%s rank %d's watch of the ranks of this host", comm->name.c_str(), comm->rank));
@@ -523,8 +537,8 @@ ncclResult_t collWork(const CollArgs& a, DevCollWork* wp, int* blocksOut, std::s
   w.nChannels = static_cast<int>(std::max<size_t>(1, std::min<size_t>((total + kBytesPerChannel - 1) / kBytesPerChannel,
                                                                       d.nChannels)));
   w.nChannelsConn = d.nChannels;
-  w.sendCh = ipcChannels(d.ringSend);  // the direct algorithm watches their abort flags
-  w.recvCh = ipcChannels(d.ringRecv);
+  w.sendCh = d.ringSend->devTable();  // the direct algorithm watches their abort flags
+  w.recvCh = d.ringRecv->devTable();
   if (!w.sendCh || !w.recvCh) return ncclInternalError;
   // Direct: every rank in this process; or ranks in several processes whose
   // kernels decide at run time between direct and the ring, by where the
@@ -733,7 +747,7 @@ ncclResult_t devRunCollective(const CollArgs& a) {
     if (e != cudaSuccess) return cudaCheck(e, "kernel launch", comm);
     return ncclSuccess;
   }
-  if (comm->nhosts > 1) return devRunStaged(comm, {a});  // no device connectors between hosts
+  if (comm->nhosts > 1 && !d.netRing) return devRunStaged(comm, {a});  // ACCL_NET_KERNELS=0
   std::shared_ptr<void> keep;  // a copy of the input, freed on the stream after the kernel
   int blocks = 0;
   NCCLCHECK(collWork(a, &w, &blocks, &keep));
@@ -867,7 +881,7 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     }
   }
   CUDACHECK(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm);
-  if (comm->nhosts > 1) return devRunStaged(comm, ops);  // no device connectors between hosts
+  if (comm->nhosts > 1) return devRunStaged(comm, ops);  // no point-to-point device connectors between hosts
   std::vector<const CollArgs*> selfSends, selfRecvs;
   std::vector<int> sendPeers, recvPeers;
   for (const CollArgs& a : ops) {
@@ -975,7 +989,7 @@ ncclResult_t devRunP2p(ncclComm* comm, const std::vector<CollArgs>& ops) {
     if (op.direct) op.nChannels = directChans(op.bytes);
     const auto& peers = send ? sendPeers : recvPeers;
     Connection* c = (send ? sends : recvs)[std::find(peers.begin(), peers.end(), a.root) - peers.begin()];
-    op.ch = ipcChannels(c);
+    op.ch = c->devTable();
     if (!op.ch) return ncclInternalError;
     auto key = std::make_pair(a.root, send ? 1 : 0);
     if (!entryOf.count(key)) entryOf[key] = w.nEntries++;

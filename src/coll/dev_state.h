@@ -29,6 +29,7 @@ struct StagerDeleter {
 
 struct DevState {
   int nChannels = 1;    // per connector, agreed by all ranks
+  bool netRing = false;  // ranks on several hosts: the ring's collectives run in kernels (ACCL_NET_KERNELS)
   int p2pChannels = 1;  // most channels of one send or receive
   // By peer: a rank of this process on this GPU, so large sends and receives
   // with it copy between the two buffers (coll/dev_coll.cc, devRunP2p).

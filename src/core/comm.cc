@@ -42,6 +42,7 @@ bool peerInfoValid(PeerInfo& p, int index, std::string* why) {
     return bad(p.smCount <= 0 ? "smCount" : p.wantChannels < 0 ? "wantChannels" : "wantP2pChannels",
                p.smCount <= 0 ? p.smCount : std::min(p.wantChannels, p.wantP2pChannels));
   if (p.stageChunk < 0) return bad("stageChunk", p.stageChunk);
+  if (p.netKernels != 0 && p.netKernels != 1) return bad("netKernels", p.netKernels);
   return true;
 }
 

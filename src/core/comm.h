@@ -46,6 +46,9 @@ struct PeerInfo {
   // Device mode: the staged chunk this rank asks for (ACCL_STAGE_CHUNK_BYTES;
   // 0 = none). Every rank must chunk a call alike, so all take the smallest.
   int64_t stageChunk;
+  // Device mode: 1 where this rank lets device buffers between hosts run the
+  // ring in kernels (ACCL_NET_KERNELS); all do only where every rank does.
+  int32_t netKernels;
   uint64_t nonce;  // random; rank 0's makes the comm hash unique even for a reused NCCL_COMM_ID
   // Host direct collectives (coll/host_direct.h): this rank runs them (rank 0:
   // and made their slots); its process's random key, equal for ranks of one

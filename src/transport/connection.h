@@ -50,6 +50,9 @@ class Connection {
   // unsent: they must never be read (the memory goes back to the caller).
   // The connection can carry nothing more after that.
   virtual void abandonFrom() {}
+  // A device connector's per-channel table in GPU memory, for kernels
+  // (nullptr: a connection only host threads use).
+  virtual DevChan* devTable() const { return nullptr; }
 
   Fifo fifo;
   bool isSend = false;
@@ -78,11 +81,6 @@ ncclResult_t shmSegmentCreate(ncclComm* comm, const std::string& what, const std
                               void** map);
 ncclResult_t shmSegmentOpen(ncclComm* comm, const std::string& what, const std::string& name, size_t bytes,
                             void** map);
-// Device connectors (ipc.cc; tags >= kTagDevice): GPU slots through CUDA IPC,
-// control blocks in shared memory. Without CUDA they cannot be made.
-struct DevChan;
-DevChan* ipcChannels(Connection* c);  // the connection's per-channel table in device memory (NULL: not a device connector)
-
 // This rank's FIFO slot size (NCCL_BUFFSIZE / ACCL_CHUNKSIZE). Connections use
 // ncclComm::slotBytes, the smallest of every rank's, agreed at init.
 size_t slotBytesParam();

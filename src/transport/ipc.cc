@@ -21,6 +21,7 @@
 #include "core/comm.h"
 #include "device/dev_types.h"
 #include "transport/connection.h"
+#include "transport/dev_mem.h"
 #include "transport/transport.h"
 
 namespace accl {
@@ -67,7 +68,7 @@ class IpcConnection : public Connection {
   ~IpcConnection() override {
     // Runs after every kernel that used the connector has left (abort reaches them
     // through the control blocks); cudaFree waits for the device anyway.
-    if (table_) (void)cudaFree(table_);
+    devTableFree(table_);
     if (slots_) {
       if (!isSend) (void)cudaFree(slots_);
       else if (imported_) (void)cudaIpcCloseMemHandle(slots_);
@@ -82,6 +83,7 @@ class IpcConnection : public Connection {
       fifoAbort(ctrlOf(c), failedRank);
     }
   }
+  DevChan* devTable() const override { return table_; }
   FifoCtrl* ctrlOf(int c) const { return reinterpret_cast<FifoCtrl*>(static_cast<char*>(map_) + 4096 + c * kCtrlStride); }
   size_t slotsBytes() const { return static_cast<size_t>(nChannels_) * kSlots * slotBytes_; }
   // The slots, then every channel's counters.
@@ -107,25 +109,10 @@ class IpcConnection : public Connection {
       chans[c].slotBytes = slotBytes_;
       chans[c].crossGpu = crossGpu_;
     }
-    if (!cudaOk(cudaMalloc(&table_, sizeof(DevChan) * nChannels_), "cudaMalloc (channel table)", comm, peer))
-      return ncclUnhandledCudaError;
-    comm->gpuBytes += sizeof(DevChan) * nChannels_;
-    // On a stream of its own that does not wait for other streams: a plain
-    // cudaMemcpy would wait for kernels already running on blocking streams,
-    // such as another rank's of this process, waiting for this one.
-    cudaStream_t s = nullptr;
-    if (!cudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", comm, peer))
-      return ncclUnhandledCudaError;
     // The receiver's counters start at 0 (the sender finds them so: it
     // connects once this returned).
-    bool ok = (isSend || cudaOk(cudaMemsetAsync(static_cast<char*>(slots_) + slotsBytes(), 0,
-                                                allocBytes() - slotsBytes(), s),
-                                "cudaMemsetAsync (FIFO counters)", comm, peer)) &&
-              cudaOk(cudaMemcpyAsync(table_, chans.data(), sizeof(DevChan) * nChannels_, cudaMemcpyHostToDevice, s),
-                     "cudaMemcpyAsync (channel table)", comm, peer) &&
-              cudaOk(cudaStreamSynchronize(s), "cudaStreamSynchronize (channel table)", comm, peer);
-    (void)cudaStreamDestroy(s);
-    if (!ok) return ncclUnhandledCudaError;
+    NCCLCHECK(devTableMake(comm, peer, chans, isSend ? nullptr : static_cast<char*>(slots_) + slotsBytes(),
+                           allocBytes() - slotsBytes(), &table_));
     fifo.ctrl = ctrlOf(0);  // what host-side checks look at
     fifo.slotBytes = slotBytes_;
     return ncclSuccess;
@@ -225,11 +212,6 @@ static void ipcUnlinkRecv(Connection* recv) {
   }
 }
 
-DevChan* ipcChannels(Connection* conn) {
-  auto* c = dynamic_cast<IpcConnection*>(conn);
-  return c ? c->table_ : nullptr;
-}
-
 }  // namespace accl
 
 #else  // no CUDA executor: device connectors cannot exist
@@ -248,7 +230,6 @@ static ncclResult_t ipcCreateRecv(ncclComm* comm, int, int, ConnPtr*) {
 }
 static ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out) { return ipcCreateRecv(comm, peer, tag, out); }
 static void ipcUnlinkRecv(Connection*) {}
-DevChan* ipcChannels(Connection*) { return nullptr; }
 
 }  // namespace accl
 #endif  // ACCL_HAVE_DEVICE_PATH
@@ -258,7 +239,10 @@ namespace accl {
 
 namespace {
 
-bool ipcCanConnect(const ncclComm*, int, int tag) { return tag >= kTagDevice; }  // one host: coll/dev_coll.cc checked
+// Device connectors with a rank of this host (another host's go through the network).
+bool ipcCanConnect(const ncclComm* comm, int peer, int tag) {
+  return tag >= kTagDevice && comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash;
+}
 
 ncclResult_t ipcRecvSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
   NCCLCHECK(ipcCreateRecv(comm, peer, tag, out));

@@ -9,6 +9,14 @@
 // computes and sleeps when idle. A small message thus crosses with no
 // hand-over between threads.
 //
+// A device connector between hosts (tags >= kTagDevice) is the same
+// connection with its FIFO in pinned host memory that kernels reach: the
+// sending kernel writes a slot and its counters (DevCounters, in the FIFO's
+// control page), the proxy sends it and raises head; the receiving proxy
+// takes a message into a free slot and raises the counters' tail, and the
+// kernel reads it and raises head. No thread of the rank takes part, and a
+// kernel wakes no one, so the proxy polls (devNap).
+//
 // Set-up: the receiver listens on its device and answers on the set-up
 // socket with the backend's handle; the sender connects to it; both finish
 // without blocking (settle), all of a rank's connections together. The
@@ -16,6 +24,7 @@
 // says so there ("rank N failed"), whatever the backend, and its closing
 // tells the peer that this side is gone.
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,6 +47,7 @@
 #include "plugin/nccl_net.h"
 #include "topo/topo.h"
 #include "transport/connection.h"
+#include "transport/dev_mem.h"
 #include "transport/fifo_sleep.h"
 #include "transport/transport.h"
 
@@ -90,6 +100,16 @@ constexpr uint64_t kAbortDrainMs = 1000;
 constexpr uint64_t kDeadDrainMs = 100;
 // A proxy looks at its control line at least this often.
 constexpr uint64_t kCtrlCheckMs = 5;
+// A device connector's proxy polls its kernel's counters with naps this
+// long, and a millisecond at a time once nothing moved for kDevIdleMs: a
+// call after a longer pause starts up to 1 ms late.
+constexpr long kDevNapNs = 20000;
+constexpr uint64_t kDevIdleMs = 1000;
+// Where in the FIFO's control page (after FifoCtrl and PullCtrl) a device
+// connector keeps the kernel's counters.
+constexpr size_t kDevCountersOffset = 2048;
+static_assert(kDevCountersOffset >= kPullCtrlOffset + sizeof(PullCtrl) &&
+              kDevCountersOffset + sizeof(DevCounters) <= 4096, "in the control page");
 
 // One device, merging `devs` where there are several and the backend can.
 int mergedDevice(NetBackend* net, const std::vector<int>& devs) {
@@ -109,7 +129,8 @@ int deviceOf(const ncclComm* comm, NetBackend* net, int peer, bool send, int tag
     const int sender = send ? comm->rank : peer, receiver = send ? peer : comm->rank;
     std::string why;
     const std::vector<int> devs =
-        topoHopDevices(*comm->topo, sender, receiver, comm->rank, tag == kTagRing, net->maxVDeviceNics(), &why);
+        topoHopDevices(*comm->topo, sender, receiver, comm->rank, tag == kTagRing || tag == kTagDevRing,
+                       net->maxVDeviceNics(), &why);
     const bool ours = std::all_of(devs.begin(), devs.end(), [&](int d) { return d >= 0 && d < net->devices(); });
     if (!devs.empty() && ours) {
       if (!why.empty() && comm->topo->crossNic == 0)
@@ -131,8 +152,14 @@ class NetConnection : public Connection {
       : comm_(comm), net_(net), ctrl_(ctrl), dev_(deviceOf(comm, net, peer, send, tag)) {
     isSend = send;
     this->peer = peer;
+    device = tag >= kTagDevice;
     size_t slot = comm->slotBytes;
-    mem_ = aligned_alloc(4096, fifoBytes(slot));
+    if (!device) {
+      mem_ = aligned_alloc(4096, fifoBytes(slot));
+    } else if (devHostAlloc(comm, fifoBytes(slot), "cudaHostAlloc (a device FIFO between hosts)", &mem_, &memDev_) ==
+               ncclSuccess) {
+      cnt_ = reinterpret_cast<DevCounters*>(static_cast<char*>(mem_) + kDevCountersOffset);
+    }
     if (mem_) fifoInit(mem_, slot, &fifo);
     NetDeviceProps props;
     if (dev_ >= 0 && net->properties(dev_, &props) == ncclSuccess) devName_ = props.name;
@@ -159,7 +186,9 @@ class NetConnection : public Connection {
     if (data_) (void)(isSend ? net_->closeSend(data_) : net_->closeRecv(data_));
     if (listen_) (void)net_->closeListen(listen_);
     close(ctrl_);
-    free(mem_);
+    devTableFree(table_);
+    if (device) devHostFree(mem_);
+    else free(mem_);
   }
 
   // The receiver's side of the set-up: a listener on its device, whose handle
@@ -195,7 +224,13 @@ class NetConnection : public Connection {
            net_->name(), isSend ? "to" : "from", peer, kSlots * fifo.slotBytes);
       return ncclSystemError;
     }
-    return startThread(&proxy_, [this] { isSend ? sendLoop() : recvLoop(); },
+    if (device) NCCLCHECK(makeDevTable());
+    return startThread(&proxy_,
+                       [this] {
+                         // A device connector's naps are its latency: within a microsecond, not 50.
+                         if (device) (void)prctl(PR_SET_TIMERSLACK, 1000UL);
+                         isSend ? sendLoop() : recvLoop();
+                       },
                        "rank %d's proxy thread of a network connection %s rank %d (one per connection and direction)",
                        comm_->rank, isSend ? "to" : "from", peer);
   }
@@ -215,7 +250,7 @@ class NetConnection : public Connection {
     if (!isSend) return ncclSuccess;
     Deadline dl(&comm_->abortFlag);
     Backoff b;
-    while (fifo.ctrl->head.load(std::memory_order_acquire) < fifo.ctrl->tail.load(std::memory_order_relaxed)) {
+    while (fifo.ctrl->head.load(std::memory_order_acquire) < postedTail()) {
       if (fifo.ctrl->peerGone.load() || fifo.ctrl->abort.load() || dl.aborted()) return ncclRemoteError;
       if (b.checkNow() && dl.expired()) return ncclTimeout;
       progress();
@@ -258,10 +293,11 @@ class NetConnection : public Connection {
   // ours makes (ACCL's own without helper threads), an abandoned message is
   // never read again, so sends go straight from the caller's memory; a
   // backend with threads of its own sends from the slots.
-  bool sendsFromMemory() const override { return isSend && net_->readsSendsOnlyInCalls(); }
+  bool sendsFromMemory() const override { return isSend && !device && net_->readsSendsOnlyInCalls(); }
+  DevChan* devTable() const override { return table_; }
   void abandonFrom() override {
     std::lock_guard<std::mutex> lock(mu_);
-    for (uint64_t k = sent_; k < fifo.ctrl->tail.load(std::memory_order_relaxed); ++k)
+    for (uint64_t k = sent_; k < postedTail(); ++k)
       if (from[k % kSlots]) {
         broken_ = true;  // no more moving: the memory goes back to the caller
         return;
@@ -272,6 +308,33 @@ class NetConnection : public Connection {
   // What one pass of moveSend/moveRecv did. Failures are left for the proxy,
   // which finds them again and reports them.
   enum class Moved { Failed = -1, Nothing = 0, Some = 1 };
+
+  // The slots the sender posted, and a posted slot's size: a rank thread's
+  // in the FIFO's control block, a kernel's in its counters.
+  uint64_t postedTail() const {
+    return cnt_ ? __atomic_load_n(&cnt_->tail, __ATOMIC_ACQUIRE) : fifo.ctrl->tail.load(std::memory_order_acquire);
+  }
+  uint32_t postedBytes(uint64_t k) const { return cnt_ ? cnt_->bytes[k % kSlots] : fifo.ctrl->bytes[k % kSlots]; }
+
+  // The kernels' view of a device connector: its one channel.
+  ncclResult_t makeDevTable() {
+    char* base = static_cast<char*>(memDev_);
+    DevChan ch{};
+    ch.ctrl = reinterpret_cast<DevFifoCtrl*>(base);
+    ch.slots = base + (fifo.data - static_cast<char*>(mem_));
+    ch.cnt = reinterpret_cast<DevCounters*>(base + kDevCountersOffset);
+    ch.slotBytes = fifo.slotBytes;
+    ch.crossGpu = 1;  // host memory: the kernel's steps fence at system scope
+    return devTableMake(comm_, peer, {ch}, nullptr, 0, &table_);
+  }
+
+  // How long a device connector's proxy may wait before it looks at the
+  // kernel's counters again: see kDevNapNs.
+  struct timespec devNapTime() const { return {0, nowMs() - movedMs_ > kDevIdleMs ? 1000000L : kDevNapNs}; }
+  void devNap() const {
+    const struct timespec ts = devNapTime();
+    nanosleep(&ts, nullptr);
+  }
 
   ncclResult_t checkMemory() const {
     if (mem_) return ncclSuccess;
@@ -291,7 +354,7 @@ class NetConnection : public Connection {
   // left (or the proxy is at it, and will see them).
   bool unsent() {
     if (!data_ || !mu_.try_lock()) return true;
-    const bool left = moveSend() == Moved::Failed || fifo.ctrl->tail.load(std::memory_order_relaxed) > sent_;
+    const bool left = moveSend() == Moved::Failed || postedTail() > sent_;
     mu_.unlock();
     return left;
   }
@@ -308,9 +371,9 @@ class NetConnection : public Connection {
   Moved moveSend() {
     if (broken_) return Moved::Failed;
     Moved m = Moved::Nothing;
-    for (const uint64_t tail = fifo.ctrl->tail.load(std::memory_order_acquire); issued_ < tail;) {
+    for (const uint64_t tail = postedTail(); issued_ < tail;) {
       void* req = nullptr;
-      const uint32_t bytes = fifo.ctrl->bytes[issued_ % kSlots];
+      const uint32_t bytes = postedBytes(issued_);
       if (net_->isend(data_, const_cast<char*>(payload(issued_)), bytes, kDataTag, mr_, &req) != ncclSuccess)
         return failed();
       if (!req) break;
@@ -346,6 +409,10 @@ class NetConnection : public Connection {
       if (net_->test(reqs_[got_ % kSlots], &done, &n) != ncclSuccess) return failed();
       if (!done) break;
       fifo.ctrl->bytes[got_ % kSlots] = static_cast<uint32_t>(n);
+      if (cnt_) {  // the kernel's view: the size, then tail
+        cnt_->bytes[got_ % kSlots] = static_cast<uint32_t>(n);
+        __atomic_store_n(&cnt_->tail, got_ + 1, __ATOMIC_RELEASE);
+      }
       fifoPostTail(fifo.ctrl, ++got_);
       m = Moved::Some;
     }
@@ -373,7 +440,12 @@ class NetConnection : public Connection {
     }
     const int k = std::max(n, 0);
     p[k] = {peerClosed_ || peerDied_ ? -1 : ctrl_, POLLIN, 0};
-    (void)poll(p, k + 1, n >= 0 ? kIdleCheckMs : 1);  // a backend without descriptors is polled every 1 ms
+    if (device) {  // the kernel's counters move without a wake: look again within a nap
+      const struct timespec ts = devNapTime();
+      (void)ppoll(p, k + 1, &ts, nullptr);
+    } else {
+      (void)poll(p, k + 1, n >= 0 ? kIdleCheckMs : 1);  // a backend without descriptors is polled every 1 ms
+    }
     if (p[k].revents) ctrlReady_ = true;
   }
 
@@ -502,11 +574,14 @@ class NetConnection : public Connection {
         return;
       }
       if (m == Moved::Some) {
+        movedMs_ = nowMs();
         b.reset();
         continue;
       }
-      if (fifo.ctrl->tail.load(std::memory_order_acquire) > sent) {  // posted, not yet gone
+      if (postedTail() > sent) {  // posted, not yet gone
         waitMoving();
+      } else if (b.napping() && device) {  // a kernel posts without waking anyone
+        devNap();
       } else if (b.napping()) {  // idle: asleep until the sender posts (or stop wakes it)
         FifoSleepSet s;
         s.tail(fifo.ctrl, sent);
@@ -577,12 +652,15 @@ class NetConnection : public Connection {
         return;
       }
       if (m == Moved::Some) {
+        movedMs_ = nowMs();
         b.reset();
         continue;
       }
       const uint64_t head = fifo.ctrl->head.load(std::memory_order_acquire);
       if (got - head < kSlots) {  // room: wait for the wire
         waitMoving();
+      } else if (b.napping() && device) {  // a kernel drains without waking anyone
+        devNap();
       } else if (b.napping()) {  // full: asleep until the receiver drains a slot (or stop wakes it)
         FifoSleepSet s;
         s.head(fifo.ctrl, head);
@@ -605,6 +683,12 @@ class NetConnection : public Connection {
   alignas(8) char handle_[kNetHandleBytes] = {};  // the sender's: the receiver's handle (a plugin's progress too)
   void* progress_ = nullptr;  // the sender's: its connect's progress, the backend's
   void* mem_ = nullptr;
+  // A device connector's: the FIFO as kernels see it, the kernel's counters
+  // (in the control page), the channel table.
+  void* memDev_ = nullptr;
+  DevCounters* cnt_ = nullptr;
+  DevChan* table_ = nullptr;
+  uint64_t movedMs_ = 0;   // the proxy's last move (device connectors: how long to nap)
   std::atomic<uint32_t> stop_{0};
   std::thread proxy_;
   std::mutex mu_;          // one mover at a time: the proxy or a rank thread in progress()
@@ -638,7 +722,11 @@ NetBackend* backendOrWarn(const ncclComm* comm) {
   return net;
 }
 
-bool netCanConnect(const ncclComm*, int, int tag) { return tag < kTagDevice; }
+// Host FIFOs with any peer; device connectors with a peer on another host
+// (those of one host are CUDA IPC's).
+bool netCanConnect(const ncclComm* comm, int peer, int tag) {
+  return tag < kTagDevice || comm->peers[peer].hostHash != comm->peers[comm->rank].hostHash;
+}
 
 ncclResult_t netRecvSide(ncclComm* comm, int peer, int tag, int* fd, const Deadline& dl, ConnPtr* out) {
   NetBackend* net = backendOrWarn(comm);

@@ -36,14 +36,18 @@ def allreduce(comm, send, recv, s):
 def far_ahead(rank, nranks, uid):
     """100 allreduces queued behind a 300 ms kernel: every call returns before
     the GPU reaches it (the proxy waits for each in turn, long enough to nap),
-    and every result is exact."""
+    and every result is exact. One call first: CUDA loads a kernel at its
+    first launch (lazy loading), which waits for the GPU."""
     comm = init(rank, nranks, uid)
     s = cp.cuda.Stream(non_blocking=True)
     calls = 100
     with s:
         ins = [cp.full(SIZES[i % 4], (rank + 1) * (i + 1), cp.int64) for i in range(calls)]
         outs = [x if i % 2 else cp.zeros_like(x) for i, x in enumerate(ins)]  # odd calls in place
+        first = cp.ones(8, cp.int64)
+    allreduce(comm, first, first, s)
     s.synchronize()
+    assert (first == nranks).all()
     sleep_kernel((1,), (1,), (cp.uint64(300_000_000),), stream=s)
     t0 = time.monotonic()
     for x, y in zip(ins, outs):
@@ -59,8 +63,9 @@ def far_ahead(rank, nranks, uid):
 
 
 def abort(rank, nranks, uid):
-    """Rank 0's staged allreduce waits for rank 1, which never calls; rank 0
-    aborts: its stream finishes at once and the GPU stays usable."""
+    """Rank 0's allreduce (staged, or a ring kernel) waits for rank 1, which
+    never calls; rank 0 aborts: its stream finishes at once and the GPU stays
+    usable."""
     comm = init(rank, nranks, uid)
     if rank == 0:
         s = cp.cuda.Stream(non_blocking=True)

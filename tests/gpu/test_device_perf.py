@@ -143,8 +143,9 @@ def test_one_rank(drivers):
 
 def run_hosts(drivers, name, nprocs, host_of, *args, timeout=300, env=()):
     """`nprocs` MPI processes on the one GPU, process p with NCCL_HOSTID
-    host<host_of(p)>: device buffers between those "hosts" are staged through
-    pinned host memory and cross on sockets. env: more NAME=VALUE for every rank."""
+    host<host_of(p)>: device buffers between those "hosts" cross on sockets
+    (staged through pinned memory, or with ACCL_NET_KERNELS=1 the ring's
+    kernels over pinned FIFOs). env: more NAME=VALUE for every rank."""
     mpirun = shutil.which("mpirun")
     if not mpirun:
         pytest.skip("no mpirun")
@@ -166,23 +167,31 @@ def run_hosts(drivers, name, nprocs, host_of, *args, timeout=300, env=()):
     return t
 
 
+@pytest.mark.parametrize("kernels", ["1", "0"], ids=["net_kernels", "staged"])
 @pytest.mark.parametrize("name", COLLS)
-def test_between_hosts(drivers, name):
-    # 2 processes, each its own host: every collective stages through the proxies.
-    t = run_hosts(drivers, name, 2, lambda p: p, "-b", "8", "-e", "8M", "-f", "8", "-n", "2", "-w", "1", "-c", "1")
+def test_between_hosts(drivers, name, kernels):
+    # 2 processes, each its own host: the ring's collectives as kernels over
+    # the network's pinned FIFOs (the rest staged), or every call staged.
+    t = run_hosts(drivers, name, 2, lambda p: p, "-b", "8", "-e", "8M", "-f", "8", "-n", "2", "-w", "1", "-c", "1",
+                  env=(f"ACCL_NET_KERNELS={kernels}", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT"))
     assert len(t.rows) == 7
+    kernels_said = "the ring's collectives run in kernels (to rank 1 by net ("
+    assert (kernels_said in t.log) == (kernels == "1"), t.log[-3000:]
 
 
-def test_between_hosts_two_ranks_each(drivers):
-    # 4 processes on 2 hosts: shm within a host, sockets between; every type and op.
+@pytest.mark.parametrize("kernels", ["1", "0"], ids=["net_kernels", "staged"])
+def test_between_hosts_two_ranks_each(drivers, kernels):
+    # 4 processes on 2 hosts: within a host shm (staged) or CUDA IPC (the
+    # ring's kernels), sockets between; every type and op.
     run_hosts(drivers, "all_reduce", 4, lambda p: p // 2, "-b", "4", "-e", "1M", "-f", "64", "-n", "1", "-w", "0",
-              "-c", "1", "-d", "all", "-o", "all")
+              "-c", "1", "-d", "all", "-o", "all", env=(f"ACCL_NET_KERNELS={kernels}",))
 
 
-def test_between_hosts_threads_and_graphs(drivers):
+@pytest.mark.parametrize("kernels", ["1", "0"], ids=["net_kernels", "staged"])
+def test_between_hosts_threads_and_graphs(drivers, kernels):
     # 2 processes x 2 thread ranks (2 hosts of 2 ranks), captured in CUDA graphs and replayed.
     run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c",
-              "1", "-t", "2", "-G", "3")
+              "1", "-t", "2", "-G", "3", env=(f"ACCL_NET_KERNELS={kernels}",))
     run_hosts(drivers, "alltoall", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c",
               "1", "-G", "3")
 
@@ -190,7 +199,7 @@ def test_between_hosts_threads_and_graphs(drivers):
 # Staged in chunks: 64 KiB chunks, counts that leave a short last chunk (and
 # at 16 MB, more than 64 would be needed: 64 larger ones), every type, every
 # op (allreduce, reduce-scatter) or root; in place too (the drivers' second column).
-CHUNKS = ("ACCL_STAGE_CHUNK_BYTES=65536", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL")
+CHUNKS = ("ACCL_STAGE_CHUNK_BYTES=65536", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL", "ACCL_NET_KERNELS=0")
 
 
 @pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])
@@ -213,7 +222,8 @@ def test_between_hosts_in_chunks_graphs_and_four_ranks(drivers):
                       "1", "-c", "1", "-G", "3", env=CHUNKS)
         assert "(first such captured call)" in t.log, t.log[-3000:]
     t = run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2",
-                  "-w", "1", "-c", "1", env=CHUNKS[:2] + ("NCCL_DEBUG_SUBSYS=COLL,INIT", "ACCL_STAGE_STREAM_WRITE=0"))
+                  "-w", "1", "-c", "1", env=CHUNKS[:2] + ("NCCL_DEBUG_SUBSYS=COLL,INIT", "ACCL_STAGE_STREAM_WRITE=0",
+                                     "ACCL_NET_KERNELS=0"))
     assert "handed to the proxy by a kernel" in t.log and "(first such eager call)" in t.log, t.log[-3000:]
     run_hosts(drivers, "all_gather", 4, lambda p: p // 2, "-b", "1000008", "-e", "4000032", "-f", "4", "-n", "2",
               "-w", "1", "-c", "1", env=CHUNKS)

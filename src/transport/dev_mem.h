@@ -1,0 +1,31 @@
+// What kernels see of a device connector, whichever transport made it: the
+// per-channel table in GPU memory, and pinned host memory that kernels reach
+// (a device connector over the network keeps its FIFO there, where the
+// connection's proxy moves it). Without the CUDA executor each fails with a
+// WARN.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "device/dev_types.h"
+#include "nccl.h"
+
+struct ncclComm;
+
+namespace accl {
+
+// `bytes` of pinned host memory, zeroed: *host for this process's threads,
+// *dev for kernels. `what` names its use in a WARN.
+ncclResult_t devHostAlloc(ncclComm* comm, size_t bytes, const char* what, void** host, void** dev);
+void devHostFree(void* host);
+
+// The channels' table, copied into GPU memory on a stream of its own (a
+// plain copy would wait for kernels of other ranks of this process that may
+// be waiting for this one), after zeroing `zeroBytes` of GPU memory at
+// `zero` (a receiver's counters) where given. `peer` names the connector's.
+ncclResult_t devTableMake(ncclComm* comm, int peer, const std::vector<DevChan>& chans, void* zero, size_t zeroBytes,
+                          DevChan** table);
+void devTableFree(DevChan* table);
+
+}  // namespace accl
