@@ -578,11 +578,9 @@ class NetConnection : public Connection {
         b.reset();
         continue;
       }
-      if (device && !b.napping()) {  // a kernel waits on the other end: spin first, as a rank thread would
-        b.pause();
-      } else if (postedTail() > sent) {  // posted, not yet gone
+      if (postedTail() > sent) {  // posted, not yet gone
         waitMoving();
-      } else if (device) {  // a kernel posts without waking anyone
+      } else if (b.napping() && device) {  // a kernel posts without waking anyone
         devNap();
       } else if (b.napping()) {  // idle: asleep until the sender posts (or stop wakes it)
         FifoSleepSet s;
@@ -659,11 +657,9 @@ class NetConnection : public Connection {
         continue;
       }
       const uint64_t head = fifo.ctrl->head.load(std::memory_order_acquire);
-      if (device && !b.napping()) {  // a kernel waits on the other end: spin first, as a rank thread would
-        b.pause();
-      } else if (got - head < kSlots) {  // room: wait for the wire
+      if (got - head < kSlots) {  // room: wait for the wire
         waitMoving();
-      } else if (device) {  // a kernel drains without waking anyone
+      } else if (b.napping() && device) {  // a kernel drains without waking anyone
         devNap();
       } else if (b.napping()) {  // full: asleep until the receiver drains a slot (or stop wakes it)
         FifoSleepSet s;
