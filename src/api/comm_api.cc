@@ -322,6 +322,7 @@ extern "C" ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, siz
     WARN("ncclCommRegister: %s is NULL", handle ? "buff" : "handle");
     return ncclInvalidArgument;
   }
+  NCCLCHECK(acclCheckMemory(comm, buff, size, "ncclCommRegister"));
   // The executors copy through connector FIFOs (host memory or device slots),
   // so registration records the buffer (the handle is checked on
   // deregistration); ranks of several processes on one GPU also share a device

@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "base/errors.h"
+#include "base/mapped.h"
 #include "base/param.h"
 #include "base/threads.h"
 #include "bootstrap/bootstrap.h"
@@ -31,6 +32,20 @@ ncclResult_t acclCheckMode(const char* fn) {
     return ncclInvalidUsage;
   }
   return ncclSuccess;
+}
+
+ncclResult_t acclCheckMemory(const ncclComm* comm, const void* buff, size_t size, const char* fn) {
+  if (!buff || size == 0) return ncclSuccess;
+  std::string why;
+  if (comm->deviceMode && accl::devBuffer(buff)) {
+    size_t inside = 0;
+    if (accl::devRangeInside(buff, size, &inside)) return ncclSuccess;
+    why = "its device allocation holds " + std::to_string(inside) + " bytes from there";
+  } else if (accl::hostRangeMapped(buff, size, &why)) {
+    return ncclSuccess;
+  }
+  WARN("%s: %zu bytes at %p are not all memory of this process: %s", fn, size, buff, why.c_str());
+  return ncclInvalidArgument;
 }
 
 ncclResult_t acclCheckComm(const ncclComm* comm, const char* fn) {
@@ -181,8 +196,8 @@ ncclResult_t acclInitRank(const char* fn, ncclComm_t* out, int nranks, const ncc
       return ncclInvalidArgument;
     }
     *out = nullptr;
-    if (nranks < 1) {
-      WARN("%s: nranks = %d must be at least 1", fn, nranks);
+    if (nranks < 1 || nranks > accl::kMaxRanks) {
+      WARN("%s: nranks = %d is outside [1, %d], the ranks ACCL's bootstrap can take", fn, nranks, accl::kMaxRanks);
       return ncclInvalidArgument;
     }
     if (rank < 0 || rank >= nranks) {
@@ -287,6 +302,10 @@ extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   ACCL_API_GUARD_BEGIN
   const auto use = accl::CommUse::ifLive(comm);
   NCCLCHECK(acclCheckComm(comm, "ncclCommFinalize"));
+  if (comm->finalized.exchange(true)) {  // NCCL's answer too
+    WARN("ncclCommFinalize (%s, rank %d): the communicator was already finalized", comm->name.c_str(), comm->rank);
+    return ncclInvalidArgument;
+  }
   if (comm->initThread.joinable()) comm->initThread.join();
   // Host-mode calls complete before they return; what may still be in flight is
   // data a socket proxy has not put on the wire yet.

@@ -23,3 +23,7 @@ ncclResult_t acclCheckInitDone(const ncclComm* comm, const char* fn);
 ncclResult_t acclCheckUsable(ncclComm* comm, const char* fn);
 // ncclInvalidUsage + WARN for an ACCL_MODE this build cannot run.
 ncclResult_t acclCheckMode(const char* fn);
+// ncclInvalidArgument + WARN unless `size` bytes at `buff` are memory this
+// process holds (a registration's buffer: host mappings, or the device
+// allocation that holds it), where that can be told.
+ncclResult_t acclCheckMemory(const ncclComm* comm, const void* buff, size_t size, const char* fn);

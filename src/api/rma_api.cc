@@ -88,6 +88,7 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
       WARN("%s: buff is NULL with size %zu", fn, size);
       return ncclInvalidArgument;
     }
+    NCCLCHECK(acclCheckMemory(comm, buff, size, fn));  // the one-sided calls' bounds come from it
     if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)) {
       WARN("%s: unknown winFlags 0x%x (NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_STRICT_ORDERING)", fn,
            winFlags);

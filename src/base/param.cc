@@ -1,5 +1,7 @@
 #include "base/param.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -19,11 +21,12 @@ struct Def {
   const char* env;
   Kind kind;
   const char* dflt;
+  int64_t lo, hi;  // an Int's range
   const char* doc;
 };
 
 const Def kDefs[] = {
-#define X(id, env, kind, dflt, doc) {env, Kind::kind, dflt, doc},
+#define X(id, env, kind, dflt, lo, hi, doc) {env, Kind::kind, dflt, lo, hi, doc},
 #include "base/params.def"
 #undef X
 };
@@ -35,6 +38,7 @@ struct Cache {
   std::string value[kCount];
   std::string source[kCount];
   int64_t ival[kCount] = {};
+  std::string problems;  // paramProblems()
 };
 
 Cache& cache() {
@@ -44,22 +48,37 @@ Cache& cache() {
 std::mutex& cacheLock() { return cache().mu; }
 const HeldAcrossFork<cacheLock> cacheFreeAtFork;  // a child reads parameters in its first call
 
-std::string readFile(const std::string& path) {
+// A configuration file is a few lines: one larger than this is not one.
+constexpr size_t kMaxConfBytes = 1 << 20;
+
+// A regular file's text, at most kMaxConfBytes ("" and a line in *problems
+// where it is larger, or not a regular file: a device or a pipe could block
+// or never end).
+std::string readFile(const std::string& path, std::string* problems) {
+  struct stat st;
+  if (path.empty() || stat(path.c_str(), &st) != 0) return "";
+  if (!S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxConfBytes) {
+    *problems += path + " is " + (S_ISREG(st.st_mode) ? "larger than 1 MiB" : "not a regular file") +
+                 ": ignored as a configuration file\n";
+    return "";
+  }
   std::ifstream f(path);
   if (!f) return "";
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  std::string text(kMaxConfBytes, '\0');
+  f.read(&text[0], static_cast<std::streamsize>(kMaxConfBytes));
+  text.resize(static_cast<size_t>(f.gcount()));
+  return text;
 }
 
 void loadLocked(Cache& c) {
   if (c.loaded) return;
+  c.problems.clear();
   // NCCL's precedence: environment, then the user's file, then the system file.
   std::string userPath;
   if (const char* f = getenv("NCCL_CONF_FILE"); f && *f) userPath = f;
   else if (const char* home = getenv("HOME")) userPath = std::string(home) + "/.nccl.conf";
-  auto user = parseConfText(userPath.empty() ? "" : readFile(userPath));
-  auto sys = parseConfText(readFile("/etc/nccl.conf"));
+  auto user = parseConfText(readFile(userPath, &c.problems));
+  auto sys = parseConfText(readFile("/etc/nccl.conf", &c.problems));
   for (int i = 0; i < kCount; ++i) {
     const Def& d = kDefs[i];
     const char* env = getenv(d.env);
@@ -69,11 +88,16 @@ void loadLocked(Cache& c) {
     else { c.value[i] = d.dflt; c.source[i] = "default"; }
     if (d.kind == Kind::Int) {
       int64_t v = 0;
-      if (!parseIntValue(c.value[i].c_str(), &v)) {
-        parseIntValue(d.dflt, &v);
+      const bool parsed = parseIntValue(c.value[i].c_str(), &v);
+      if (!parsed || v < d.lo || v > d.hi) {
         // No WARN here: logging reads params itself. Reported by dumpParams and at init.
-        c.source[i] += " (invalid, default used)";
+        c.problems += std::string(d.env) + "=" + c.value[i] + " (" + c.source[i] + ") " +
+                      (parsed ? "is outside [" + std::to_string(d.lo) + ", " + std::to_string(d.hi) + "]"
+                              : std::string("is not an integer")) +
+                      ": the default, " + d.dflt + ", is used\n";
+        c.source[i] += parsed ? " (out of range, default used)" : " (invalid, default used)";
         c.value[i] = d.dflt;
+        parseIntValue(d.dflt, &v);
       }
       c.ival[i] = v;
     }
@@ -147,6 +171,13 @@ void resetParams() {
   Cache& c = cache();
   std::lock_guard<std::mutex> g(c.mu);
   c.loaded = false;
+}
+
+std::string paramProblems() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  loadLocked(c);
+  return c.problems;
 }
 
 int paramCount() { return kCount; }

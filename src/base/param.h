@@ -9,7 +9,7 @@
 namespace accl {
 
 enum class Param : int {
-#define X(id, env, kind, dflt, doc) id,
+#define X(id, env, kind, dflt, lo, hi, doc) id,
 #include "base/params.def"
 #undef X
   Count
@@ -20,6 +20,10 @@ const char* paramString(Param p);  // never NULL; "" when unset and no default
 void resetParams();
 // "NAME=value (source)  # meaning" for every parameter, one per line (ncclParamDumpAll).
 std::string dumpParams();
+// The values that were malformed or out of their range and gave way to the
+// default, one line each ("NCCL_BUFFSIZE=99999999999999 is outside [32768,
+// 268435456]"): the parameters are read before logging can say so.
+std::string paramProblems();
 
 // The table by position, for NCCL's parameter API (api/param_api.cc).
 int paramCount();

@@ -15,10 +15,8 @@
 namespace accl {
 namespace {
 
-// The most ranks a communicator may have: a larger count in a hello is a
-// corrupt or hostile one, which must not size the root's table.
-constexpr int kMaxRanks = 1 << 20;
-
+// A count past kMaxRanks (wire.h) in a hello is a corrupt or hostile one,
+// which must not size the root's table.
 struct Member {
   int fd = -1;
   Hello hello;

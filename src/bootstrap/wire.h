@@ -15,6 +15,9 @@ namespace accl {
 constexpr uint32_t kIdMagic = 0x4c434341;     // "ACCL"
 constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
 constexpr int kSecretBytes = 32;
+// The most ranks one communicator may have: a count past it is refused at
+// the call (and by the root), before anything is sized by it.
+constexpr int kMaxRanks = 1 << 20;
 
 // The layout inside ncclUniqueId's 128 bytes.
 struct UniqueIdLayout {

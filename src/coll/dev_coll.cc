@@ -281,6 +281,17 @@ ncclResult_t devSetup(ncclComm* comm) {
   return ncclSuccess;
 }
 
+bool devRangeInside(const void* p, size_t n, size_t* inside) {
+  using GetRange = int (*)(unsigned long long* base, size_t* size, unsigned long long ptr);
+  static const auto getRange = reinterpret_cast<GetRange>(driverFunction("cuMemGetAddressRange"));
+  unsigned long long base = 0;
+  size_t size = 0;
+  const auto at = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
+  if (!getRange || getRange(&base, &size, at) != 0) return true;  // cannot be told
+  *inside = base + size - at;
+  return n <= *inside;
+}
+
 bool devBuffer(const void* p) {
   if (!p) return false;
   cudaPointerAttributes attr;
@@ -1029,6 +1040,7 @@ void devStop(ncclComm*) {}
 void devStopWatch(ncclComm*) {}
 void devStopKernels(ncclComm*) {}
 bool devBuffer(const void*) { return false; }
+bool devRangeInside(const void*, size_t, size_t*) { return true; }
 ncclResult_t devReadScalar(const CollArgs&, void*, bool* copied) {
   *copied = false;
   return ncclSuccess;

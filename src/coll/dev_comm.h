@@ -28,6 +28,9 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me);
 ncclResult_t devSetup(ncclComm* comm);
 // Device (or managed) memory: the call runs as a kernel. Host memory: on the host executor.
 bool devBuffer(const void* p);
+// Whether `n` bytes at device pointer `p` lie in one allocation (true where
+// the driver cannot tell); *inside: the bytes from p to its end.
+bool devRangeInside(const void* p, size_t n, size_t* inside);
 // PreMulSum's scalar of a host-buffer call, where ncclScalarDevice put it in
 // device memory: copied to `out` after the work before it on the call's
 // stream (*copied false, nothing done: it is host memory, read it there).

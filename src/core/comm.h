@@ -136,6 +136,7 @@ struct ncclComm {
   uint32_t splitCount = 0;            // ncclCommSplit calls so far (every rank counts alike)
   uint32_t growCount = 0;             // ncclCommGrow calls so far (every existing rank counts alike)
   std::thread initThread;            // non-blocking init runs here
+  std::atomic<bool> finalized{false};  // ncclCommFinalize was called (a second call is an error, as in NCCL)
   // Who frees the comm while an init job on a caller's thread (a blocking
   // init, or a group's) owns it (api/init_api.cc): kInitNone, kInitRunning,
   // kInitAborted (abort or destroy came meanwhile: the job frees it when it
@@ -170,6 +171,7 @@ struct ncclComm {
   uint64_t opCount = 0;
   int nhosts = 1;              // distinct host identities among the ranks
   accl::TopologyPtr topo;      // several hosts: their NICs' rails, the ring's order (topo/topo.h)
+  accl::NetBackend* net = nullptr;  // the network ncclConfig_t.netName names (null: the process's, netBackend())
   accl::AlgoMask algoMask;     // NCCL_ALGO: what every rank's allows (commInit)
   size_t slotBytes = 0;        // of every FIFO: the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE)
   accl::DevStatePtr dev;       // device mode only

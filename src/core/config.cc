@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 
@@ -23,6 +24,21 @@ ncclResult_t readInt(const ncclConfig_t* cfg, size_t offset, const char* field, 
     WARN("ncclConfig_t.%s = %d is out of range [%d, %d]", field, v, lo, hi);
     return ncclInvalidArgument;
   }
+  *out = v;
+  return ncclSuccess;
+}
+
+// A field ACCL reads, validates and does not use (yet): where the caller
+// set it, one WARN per field and process says so. *out keeps it (a split's
+// NULL config inherits its parent's).
+ncclResult_t readUnused(const ncclConfig_t* cfg, size_t offset, const char* field, int lo, int hi, int bit,
+                        int* out) {
+  static std::atomic<uint32_t> said{0};
+  int v = NCCL_CONFIG_UNDEF_INT;
+  NCCLCHECK(readInt(cfg, offset, field, lo, hi, &v));
+  if (v == NCCL_CONFIG_UNDEF_INT) return ncclSuccess;
+  if (!(said.fetch_or(1u << bit) & (1u << bit)))
+    WARN("ncclConfig_t.%s = %d is valid, but ACCL does not use it (docs/api-status.md)", field, v);
   *out = v;
   return ncclSuccess;
 }
@@ -58,20 +74,35 @@ ncclResult_t readConfig(const ncclConfig_t* cfg, CommConfig* out) {
   int blocking = 1;
   NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, blocking), "blocking", 0, 1, &blocking));
   out->blocking = blocking != 0;
-  NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, cgaClusterSize), "cgaClusterSize", 0, 8, &out->cgaClusterSize));
-  NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, minCTAs), "minCTAs", 1, 64, &out->minCTAs));
-  NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, maxCTAs), "maxCTAs", 1, 64, &out->maxCTAs));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, cgaClusterSize), "cgaClusterSize", 0, 8, 7,
+                       &out->cgaClusterSize));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, minCTAs), "minCTAs", 1, 64, 8, &out->minCTAs));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, maxCTAs), "maxCTAs", 1, 64, 9, &out->maxCTAs));
   if (out->minCTAs > out->maxCTAs) {
     WARN("ncclConfig_t.minCTAs = %d is larger than maxCTAs = %d", out->minCTAs, out->maxCTAs);
     return ncclInvalidArgument;
   }
   out->netName = readStr(cfg, offsetof(ncclConfig_t, netName));
   NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, splitShare), "splitShare", 0, 1, &out->splitShare));
-  NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, trafficClass), "trafficClass", 0, 255, &out->trafficClass));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, trafficClass), "trafficClass", 0, 255, 10, &out->trafficClass));
   out->commName = readStr(cfg, offsetof(ncclConfig_t, commName));
-  NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, collnetEnable), "collnetEnable", 0, 1, &out->collnetEnable));
-  NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, CTAPolicy), "CTAPolicy", 0, 2, &out->ctaPolicy));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, collnetEnable), "collnetEnable", 0, 1, 11, &out->collnetEnable));
+  // A bitmask of NCCL_CTA_POLICY_EFFICIENCY and NCCL_CTA_POLICY_ZERO, as NCCL takes it.
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, CTAPolicy), "CTAPolicy", 0,
+                       NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO, 12, &out->ctaPolicy));
   NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, shrinkShare), "shrinkShare", 0, 1, &out->shrinkShare));
+  // NCCL 2.27 and 2.30's fields, validated as NCCL validates them; ACCL has
+  // no NVLS, no per-peer network channels, no graph mixing modes and one
+  // one-sided context, so it reads them and says it leaves them (docs/api-status.md).
+  constexpr int kNoLimit = 0x7fffffff;
+  int unused = 0;
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, nvlsCTAs), "nvlsCTAs", 1, kNoLimit, 0, &unused));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, nChannelsPerNetPeer), "nChannelsPerNetPeer", 1, 64, 1, &unused));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, nvlinkCentricSched), "nvlinkCentricSched", 0, 1, 2, &unused));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, graphUsageMode), "graphUsageMode", 0, 2, 3, &unused));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, numRmaCtx), "numRmaCtx", 0, kNoLimit, 4, &unused));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, maxP2pPeers), "maxP2pPeers", 1, kNoLimit, 5, &unused));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, graphStreamOrdering), "graphStreamOrdering", 0, 1, 6, &unused));
   return ncclSuccess;
 }
 

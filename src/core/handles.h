@@ -33,6 +33,8 @@ struct TopologyDeleter {
 };
 using TopologyPtr = std::unique_ptr<Topology, TopologyDeleter>;
 
+class NetBackend;  // net/net.h: a communicator's network (ncclConfig_t.netName), not owned
+
 class HostDirect;  // coll/host_direct.h: the direct collectives of host mode
 struct HostDirectDeleter {
   void operator()(HostDirect* d) const;

@@ -23,6 +23,7 @@
 #include "coll/p2p_reach.h"
 #include "coll/tuner.h"
 #include "core/mode.h"
+#include "net/net.h"
 #include "topo/topo.h"
 #include "topo/topo_setup.h"
 #include "transport/connection.h"
@@ -41,6 +42,10 @@ void logVersionOnce(const ModeInfo& mode) {
                                                                                                   : "?";
     VERSION_LOG("NCCL version %d.%d.%d+accl%s: ACCL %s (%s); %s", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
                 versionString(), versionString(), path, mode.reason.c_str());
+    // Read before logging could say so: a value that gave way to the default.
+    const std::string problems = paramProblems();
+    for (size_t at = 0, end; (end = problems.find('\n', at)) != std::string::npos; at = end + 1)
+      WARN("%s", problems.substr(at, end - at).c_str());
   });
 }
 
@@ -102,6 +107,15 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
       !parseProtoSpec(paramString(Param::Proto), &err)) {
     WARN("%s (valid algorithms: ring, tree; NCCL_ALGO/NCCL_PROTO take NCCL's syntax)", err.c_str());
     return ncclInvalidUsage;
+  }
+  if (!comm->config.netName.empty()) {  // as NCCL: the network this communicator's connections take
+    std::string there;
+    comm->net = netBackendNamed(comm->config.netName.c_str(), &there);
+    if (!comm->net) {
+      WARN("ncclConfig_t.netName = \"%s\" names no network here (there are: %s)", comm->config.netName.c_str(),
+           there.c_str());
+      return ncclInvalidArgument;
+    }
   }
   NCCLCHECK(comm->bootstrap->init(id, rank, nranks, &comm->abortFlag));
 

@@ -89,6 +89,10 @@ class NetBackend {
 // ("Socket"); NCCL_NET, where set, must name the one chosen. Null, with a
 // WARN, where NCCL_NET names none that is there.
 NetBackend* netBackend();
+// The backend named `name` (case-insensitive: a loaded plugin's, or "Socket"),
+// as ncclConfig_t.netName asks; null where none has that name, with the
+// names there are in *available.
+NetBackend* netBackendNamed(const char* name, std::string* available);
 // ACCL's own TCP backend (also where a plugin is loaded: the tests use it).
 NetBackend* socketBackend();
 

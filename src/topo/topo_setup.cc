@@ -19,7 +19,7 @@ ncclResult_t topoSetup(ncclComm* comm) {
   std::vector<TopoReport> reports(comm->nranks);
   // A rank whose report failed (a bad ACCL_NICS: it WARNed why) still joins
   // the allgather, with nics = -1, so that every rank fails now, naming it.
-  if (NetBackend* net = netBackend())
+  if (NetBackend* net = comm->net ? comm->net : netBackend())
     if (topoReport(net, &reports[comm->rank]) != ncclSuccess) reports[comm->rank].nics = -1;
   NCCLCHECK(comm->bootstrap->allgather(reports.data(), sizeof(TopoReport)));
   for (int r = 0; r < comm->nranks; ++r)

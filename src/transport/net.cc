@@ -717,7 +717,7 @@ class NetConnection : public Connection {
 };
 
 NetBackend* backendOrWarn(const ncclComm* comm) {
-  NetBackend* net = netBackend();
+  NetBackend* net = comm->net ? comm->net : netBackend();
   if (!net) WARN("rank %d: no network backend (NCCL_NET)", comm->rank);
   return net;
 }

@@ -51,6 +51,9 @@ int main(void) {
   expect("InitRank(NULL comm)", ncclCommInitRank(NULL, 1, id, 0), ncclInvalidArgument, "ncclCommInitRank");
   expect("InitRank(nranks 0)", ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, "nranks");
   expect("InitRank(nranks -3)", ncclCommInitRank(&comm, -3, id, 0), ncclInvalidArgument, "nranks");
+  /* Refused before anything is sized by it (it grew memory until the OOM killer came). */
+  expect("InitRank(nranks INT_MAX)", ncclCommInitRank(&comm, 2147483647, id, 0), ncclInvalidArgument,
+         "outside [1, 1048576]");
   expect("InitRank(rank -1)", ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument, "rank = -1");
   expect("InitRank(rank == nranks)", ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument, "rank = 2");
   expect("InitRank(zero id)", ncclCommInitRank(&comm, 1, zeros, 0), ncclInvalidArgument, "ncclUniqueId");
@@ -62,13 +65,39 @@ int main(void) {
   cfg = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 7;
   expect("InitRankConfig(blocking 7)", ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument, "blocking");
+  /* NCCL 2.27 and 2.30's fields, out of the range NCCL validates. */
+#define BAD_FIELD(field, value)                                                                    \
+  cfg = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;                                                     \
+  cfg.field = value;                                                                               \
+  expect("InitRankConfig(" #field " " #value ")", ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), \
+         ncclInvalidArgument, "ncclConfig_t." #field)
+  BAD_FIELD(nvlsCTAs, 0);
+  BAD_FIELD(nChannelsPerNetPeer, 0);
+  BAD_FIELD(nChannelsPerNetPeer, 100000);
+  BAD_FIELD(nvlinkCentricSched, 2);
+  BAD_FIELD(graphUsageMode, 3);
+  BAD_FIELD(numRmaCtx, -1);
+  BAD_FIELD(maxP2pPeers, 0);
+  BAD_FIELD(graphStreamOrdering, 5);
+  BAD_FIELD(CTAPolicy, 4);
+#undef BAD_FIELD
+  cfg = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  cfg.netName = "NoSuchNet";
+  expect("InitRankConfig(netName)", ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument,
+         "netName = \"NoSuchNet\" names no network here (there are: Socket");
   if (comm != NULL) { ++failed; printf("FAIL failed init left *comm set\n"); }
   expect("InitAll(NULL)", ncclCommInitAll(NULL, 2, NULL), ncclInvalidArgument, "ncclCommInitAll");
   expect("InitAll(ndev 0)", ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument, "ndev");
   expect("InitAll(devlist -1)", ncclCommInitAll(comms, 2, devs), ncclInvalidArgument, "devlist[1]");
 
   /* A real one-rank communicator for the calls that take one. */
-  if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) { printf("FAIL 1-rank init\n"); return 1; }
+  /* Both CTA policy bits (NCCL's bitmask), and a netName in another case: taken. */
+  cfg = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  cfg.CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO;
+  cfg.netName = "socket";
+  if (ncclCommInitRankConfig(&comm, 1, id, 0, &cfg) != ncclSuccess) { printf("FAIL 1-rank init\n"); return 1; }
+  expect("InitRankConfig(CTAPolicy 3) says it is not used", ncclSuccess, ncclSuccess,
+         "CTAPolicy = 3 is valid, but ACCL does not use it");
   expect("Count(NULL comm)", ncclCommCount(NULL, &v), ncclInvalidArgument, "ncclCommCount");
   expect("Count(NULL out)", ncclCommCount(comm, NULL), ncclInvalidArgument, "count is NULL");
   expect("CuDevice(NULL out)", ncclCommCuDevice(comm, NULL), ncclInvalidArgument, "ncclCommCuDevice");
@@ -135,6 +164,30 @@ int main(void) {
     expect("Register", ncclCommRegister(comm, buf, 16, &h), ncclSuccess, NULL);
     expect("Deregister", ncclCommDeregister(comm, h), ncclSuccess, NULL);
     expect("Deregister twice", ncclCommDeregister(comm, h), ncclInvalidArgument, "was not returned");
+    /* Sizes past the memory behind the pointer: refused, so no later call reads or writes past it. */
+    expect("Register(SIZE_MAX)", ncclCommRegister(comm, buf, (size_t)-1, &h), ncclInvalidArgument, "wraps around");
+    expect("Register(past the mapping)", ncclCommRegister(comm, buf, (size_t)1 << 40, &h), ncclInvalidArgument,
+           "are not mapped");
+    {
+      ncclWindow_t w = NULL;
+      float one = 1;
+      expect("WindowRegister(SIZE_MAX)", ncclCommWindowRegister(comm, buf, (size_t)-1, &w, 0), ncclInvalidArgument,
+             "not all memory of this process");
+      expect("WindowRegister(1 TiB)", ncclCommWindowRegister(comm, buf, (size_t)1 << 40, &w, 0), ncclInvalidArgument,
+             "are not mapped");
+      expect("WindowRegister(text)", ncclCommWindowRegister(comm, (void*)&expect, 64, &w, 0), ncclInvalidArgument,
+             "not for reading and writing");
+      expect("WindowRegister", ncclCommWindowRegister(comm, buf, sizeof(buf), &w, 0), ncclSuccess, NULL);
+      expect("PutSignal(offset 1 MiB)", ncclPutSignal(&one, 1, ncclFloat, 0, w, 1 << 20, 0, 0, 0, comm, NULL),
+             ncclInvalidArgument, "do not fit");
+      expect("PutSignal(offset 1 TiB)", ncclPutSignal(&one, 1, ncclFloat, 0, w, (size_t)1 << 40, 0, 0, 0, comm, NULL),
+             ncclInvalidArgument, "do not fit");
+      expect("WindowDeregister", ncclCommWindowDeregister(comm, w), ncclSuccess, NULL);
+      expect("WindowRegister(size 0)", ncclCommWindowRegister(comm, buf, 0, &w, 0), ncclSuccess, NULL);
+      expect("PutSignal(empty window)", ncclPutSignal(&one, 1, ncclFloat, 0, w, 0, 0, 0, 0, comm, NULL),
+             ncclInvalidArgument, "do not fit");
+      expect("WindowDeregister(empty)", ncclCommWindowDeregister(comm, w), ncclSuccess, NULL);
+    }
     expect("SimulateEnd(NULL)", ncclGroupSimulateEnd(NULL), ncclInvalidArgument, "simInfo is NULL");
     sim.magic = 1;
     expect("SimulateEnd(bad magic)", ncclGroupSimulateEnd(&sim), ncclInvalidArgument, "NCCL_SIM_INFO_INITIALIZER");
@@ -149,6 +202,8 @@ int main(void) {
   if (!p || ((size_t)p & 4095)) { ++failed; printf("FAIL ncclMemAlloc alignment\n"); }
   expect("MemFree", ncclMemFree(p), ncclSuccess, NULL);
 
+  expect("Finalize", ncclCommFinalize(comm), ncclSuccess, NULL);
+  expect("Finalize twice", ncclCommFinalize(comm), ncclInvalidArgument, "already finalized");
   dead = comm;
   expect("Destroy", ncclCommDestroy(comm), ncclSuccess, NULL);
   expect("AllReduce(destroyed comm)", ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, dead, NULL), ncclInvalidArgument, "not a live");

@@ -1,5 +1,5 @@
 /* NCCL 2.30's parameter API, run by tests/native/test_c_api.py with this
- * environment: NCCL_BUFFSIZE=2M, NCCL_HOSTID=hostA, NCCL_SOCKET_RETRY_CNT=-1,
+ * environment: NCCL_BUFFSIZE=2M, NCCL_HOSTID=hostA, ACCL_STAGE_CHUNK_BYTES=-1,
  * ACCL_PEER_CHECK_MS=abc (malformed: the default, 100, is used), and
  * NCCL_CONF_FILE naming a file that sets NCCL_ALGO=ring and ACCL_TIMEOUT=77,
  * ACCL_SECRET=topsecret (never shown); NCCL_SOCKET_FAMILY and
@@ -35,7 +35,7 @@ static void* otherThread(void* arg) {
 }
 
 int main(void) {
-  ncclParamHandle_t buff = bind("NCCL_BUFFSIZE"), retry = bind("NCCL_SOCKET_RETRY_CNT"),
+  ncclParamHandle_t buff = bind("NCCL_BUFFSIZE"), chunk = bind("ACCL_STAGE_CHUNK_BYTES"),
                     host = bind("NCCL_HOSTID");
   CHECK(bind("NCCL_BUFFSIZE") == buff, "a second bind of a key gives the same handle");
 
@@ -54,9 +54,9 @@ int main(void) {
   CHECK(ncclParamGetI16(buff, &i16) == ncclInvalidArgument && i16 == 5, "GetI16 of 2M must fail, out untouched");
   CHECK(strstr(ncclGetLastError(NULL), "does not fit in int16"), "the WARN says why");
   CHECK(ncclParamGetU8(buff, &u8) == ncclInvalidArgument && u8 == 9, "GetU8 of 2M must fail");
-  CHECK(ncclParamGetI8(retry, &i8) == ncclSuccess && i8 == -1, "GetI8 of -1");
+  CHECK(ncclParamGetI8(chunk, &i8) == ncclSuccess && i8 == -1, "GetI8 of -1");
   u64 = 7;
-  CHECK(ncclParamGetU64(retry, &u64) == ncclInvalidArgument && u64 == 7, "GetU64 of -1 must fail");
+  CHECK(ncclParamGetU64(chunk, &u64) == ncclInvalidArgument && u64 == 7, "GetU64 of -1 must fail");
   CHECK(ncclParamGetI64(bind("ACCL_PEER_CHECK_MS"), &i64) == ncclSuccess && i64 == 100,
         "a malformed value reads as the default: %lld", (long long)i64);
   CHECK(ncclParamGetI64(bind("ACCL_DIRECT_MIN_BYTES"), &i64) == ncclSuccess && i64 == 262144, "default");
@@ -66,7 +66,7 @@ int main(void) {
 
   /* Text, by handle and by key. */
   expectStr("NCCL_BUFFSIZE", "2097152");
-  expectStr("NCCL_SOCKET_RETRY_CNT", "-1");
+  expectStr("ACCL_STAGE_CHUNK_BYTES", "-1");
   expectStr("NCCL_HOSTID", "hostA");
   expectStr("NCCL_ALGO", "ring");
   expectStr("NCCL_SOCKET_FAMILY", "");

@@ -605,12 +605,54 @@ TEST(param_precedence) {
   resetParams();
   CHECK_EQ(paramInt(Param::BuffSize), 1 << 20);  // invalid value: default, reported by dumpParams
   CHECK(dumpParams().find("NCCL_BUFFSIZE=1048576 (env (invalid, default used))") != std::string::npos);
+  CHECK(paramProblems() == "NCCL_BUFFSIZE=garbage (env) is not an integer: the default, 1048576, is used\n");
   unsetenv("NCCL_CONF_FILE");
   unsetenv("ACCL_TIMEOUT");
   unsetenv("NCCL_BUFFSIZE");
   resetParams();
   CHECK_EQ(paramInt(Param::Timeout), 1800);
   unlink(path);
+}
+
+TEST(param_ranges_and_conf_files) {
+  // A value outside its range gives way to the default and is said once.
+  setenv("NCCL_BUFFSIZE", "99999999999999", 1);
+  setenv("ACCL_CHUNKSIZE", "-4", 1);
+  setenv("NCCL_CROSS_NIC", "2", 1);  // the top of its range: kept
+  resetParams();
+  CHECK_EQ(paramInt(Param::BuffSize), 1 << 20);
+  CHECK_EQ(paramInt(Param::ChunkSize), 0);
+  CHECK_EQ(paramInt(Param::CrossNic), 2);
+  const std::string p = paramProblems();
+  CHECK(p.find("NCCL_BUFFSIZE=99999999999999 (env) is outside [32768, 268435456]: the default, 1048576, is used\n") !=
+        std::string::npos);
+  CHECK(p.find("ACCL_CHUNKSIZE=-4 (env) is outside [0, 33554432]") != std::string::npos);
+  CHECK(p.find("NCCL_CROSS_NIC") == std::string::npos);
+  CHECK(dumpParams().find("NCCL_BUFFSIZE=1048576 (env (out of range, default used))") != std::string::npos);
+  unsetenv("NCCL_BUFFSIZE");
+  unsetenv("ACCL_CHUNKSIZE");
+  unsetenv("NCCL_CROSS_NIC");
+  // A configuration "file" that never ends, or is not a file, is not read.
+  for (const char* path : {"/dev/zero", "/tmp"}) {
+    setenv("NCCL_CONF_FILE", path, 1);
+    resetParams();
+    CHECK_EQ(paramInt(Param::Timeout), 1800);
+    CHECK(paramProblems() == std::string(path) + " is not a regular file: ignored as a configuration file\n");
+  }
+  // Nor is one larger than 1 MiB.
+  char path[] = "/tmp/accl-conf-XXXXXX";
+  int fd = mkstemp(path);
+  std::string big = "ACCL_TIMEOUT=7\n" + std::string((1 << 20) + 1, '#');
+  CHECK_EQ(write(fd, big.data(), big.size()), static_cast<ssize_t>(big.size()));
+  close(fd);
+  setenv("NCCL_CONF_FILE", path, 1);
+  resetParams();
+  CHECK_EQ(paramInt(Param::Timeout), 1800);
+  CHECK(paramProblems().find("is larger than 1 MiB: ignored") != std::string::npos);
+  unlink(path);
+  unsetenv("NCCL_CONF_FILE");
+  resetParams();
+  CHECK(paramProblems().empty());
 }
 
 TEST(debug_parsing) {

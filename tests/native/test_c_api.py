@@ -44,7 +44,7 @@ def test_parameter_api(c_program, tmp_path):
     conf.write_text("NCCL_ALGO=ring\n# a comment\nACCL_TIMEOUT = 77\n")
     env = {k: v for k, v in os.environ.items()
            if k not in ("NCCL_SOCKET_FAMILY", "ACCL_DIRECT_MIN_BYTES", "NCCL_ALGO", "ACCL_TIMEOUT")}
-    env.update(NCCL_BUFFSIZE="2M", NCCL_HOSTID="hostA", NCCL_SOCKET_RETRY_CNT="-1", ACCL_PEER_CHECK_MS="abc",
+    env.update(NCCL_BUFFSIZE="2M", NCCL_HOSTID="hostA", ACCL_STAGE_CHUNK_BYTES="-1", ACCL_PEER_CHECK_MS="abc",
                NCCL_CONF_FILE=str(conf), ACCL_SECRET="topsecret", ACCL_MODE="host", NCCL_DEBUG="WARN")
     p = subprocess.run([str(c_program("params"))], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0 and p.stdout.endswith("OK\n"), p.stdout + p.stderr
@@ -317,6 +317,21 @@ def test_every_collective_from_c(c_program, nranks):
 def test_every_collective_from_c_sizes(c_program, count, env):
     p = run(c_program("collectives"), 3, count, env=env)
     assert _all_ranks_pass(p, 3), p.stdout + p.stderr[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("env,said", [
+    ({"NCCL_BUFFSIZE": "99999999999999"}, "NCCL_BUFFSIZE=99999999999999 (env) is outside [32768, 268435456]"),
+    ({"ACCL_CHUNKSIZE": "99999999999999"}, "ACCL_CHUNKSIZE=99999999999999 (env) is outside [0, 33554432]"),
+    ({"NCCL_CONF_FILE": "/dev/zero"}, "/dev/zero is not a regular file: ignored as a configuration file"),
+], ids=["buffsize", "chunksize", "conf-dev-zero"])
+def test_parameters_out_of_range_take_the_default(c_program, env, said):
+    # Each allocated until the machine ran short (FIFOs sized by the value) or
+    # hung the init (a configuration file that never ends): now the default,
+    # and every rank's first init says so; 3 ranks' collectives stay exact.
+    p = run(c_program("collectives"), 3, 4099, env={**env, "NCCL_DEBUG": "WARN"}, timeout=100)
+    assert _all_ranks_pass(p, 3), p.stdout + p.stderr[-3000:]
+    assert p.stderr.count(said) >= 3, p.stderr[-3000:]
 
 
 def test_unknown_nccl_algo_token_fails_init(c_program):

@@ -266,6 +266,8 @@ def test_use_after_destroy_is_invalid_usage():
 def test_finalize_then_destroy():
     comm = accl.Communicator(1, accl.get_unique_id(), 0)
     comm.finalize()
+    with pytest.raises(accl.InvalidArgumentError, match="already finalized"):
+        comm.finalize()  # as NCCL: a second finalize is an error
     comm.destroy()
     assert comm.closed
 
