@@ -3,8 +3,9 @@
 # machine without a GPU (2-3 more with ACCL_CUDA=ON, which CI sets); each step
 # says what it usually takes.
 #   1. system packages: Open MPI (the mpirun suite, the perf drivers' MPI mode,
-#      --compare mpi) and valgrind (tests/native/test_memcheck.py), where this
-#      machine's package manager can add them (root with apt)
+#      --compare mpi), valgrind (tests/native/test_memcheck.py) and clang (the
+#      fuzzers, tests/native/test_fuzz.py), where this machine's package
+#      manager can add them (root with apt)
 #   2. the Python packages of the tests and of the build
 #   3. accl from this checkout, unless the installed one was built from it and
 #      no source changed since (`pip install .` before this: README, command 1)
@@ -27,10 +28,11 @@ pipq() {
   return "${PIPESTATUS[0]}"
 }
 
-step 1 "system packages: Open MPI, valgrind" "about 1 minute where they are missing, else nothing"
+step 1 "system packages: Open MPI, valgrind, clang" "about 1 minute where they are missing, else nothing"
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   pkgs=()
   command -v valgrind >/dev/null || pkgs+=(valgrind)
+  command -v clang++ >/dev/null || pkgs+=(clang)  # libFuzzer: tests/native/test_fuzz.py
   { command -v mpirun && command -v mpicc; } >/dev/null || pkgs+=(openmpi-bin libopenmpi-dev)
   if [ ${#pkgs[@]} -gt 0 ]; then
     echo "apt-get install ${pkgs[*]}"

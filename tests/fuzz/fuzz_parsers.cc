@@ -1,0 +1,52 @@
+// The parsers of what a user writes: a configuration file, an integer
+// parameter, NCCL_ALGO and NCCL_PROTO, NCCL_SOCKET_IFNAME, ACCL_NICS. The
+// first byte picks the parser, the rest is its text.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/param.h"
+#include "bootstrap/interfaces.h"
+#include "coll/tuner.h"
+#include "core/ops.h"
+#include "topo/topo.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  std::string err;
+  switch (data[0] % 6) {
+    case 0:
+      (void)accl::parseConfText(text);
+      break;
+    case 1: {
+      int64_t v = 0;
+      (void)accl::parseIntValue(text.c_str(), &v);
+      break;
+    }
+    case 2: {
+      accl::AlgoMask mask;
+      (void)accl::parseAlgoSpec(text.c_str(), &mask, &err);
+      break;
+    }
+    case 3:
+      (void)accl::parseProtoSpec(text.c_str(), &err);
+      break;
+    case 4: {
+      const accl::IfSpec spec = accl::parseIfSpec(text.c_str());
+      for (const char* name : {"eth0", "ib0", "lo", "docker0", ""}) (void)accl::ifMatches(spec, name);
+      break;
+    }
+    default: {  // ACCL_NICS over a host of four NICs
+      accl::TopoReport r{};
+      r.nics = 4;
+      for (int i = 0; i < 4; ++i) {
+        snprintf(r.nic[i].name, sizeof(r.nic[i].name), "eth%d", i);
+        r.nic[i].rail = r.nic[i].plane = -1;
+      }
+      (void)accl::topoApplyNics(text.c_str(), &r, &err);
+      break;
+    }
+  }
+  return 0;
+}
