@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fuzzers (tests/fuzz: parsers, config, wire, frames), each for SECONDS
+# The fuzzers (tests/fuzz: parsers, config, wire, frames, gate), each for SECONDS
 # (default 60), in a build of their own (clang, libFuzzer, AddressSanitizer,
 # UBSan; a few minutes on 2 cores the first time). First every file of
 # tests/fuzz/corpus/<name>/ (seeds, and the inputs of past findings) is
@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 EACH=${1:-60}
 shift || true
-NAMES=${*:-parsers config wire frames}
+NAMES=${*:-parsers config wire frames gate}
 B=${ACCL_FUZZ_BUILD:-build/fuzz}
 FINDINGS=${FINDINGS:-build/fuzz-findings}
 mkdir -p "$B" "$FINDINGS"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FUZZERS = ("parsers", "config", "wire", "frames")
+FUZZERS = ("parsers", "config", "wire", "frames", "gate")
 
 
 @pytest.mark.timeout(1500)
