@@ -19,7 +19,7 @@ command -v clang++ >/dev/null || { echo "ci/fuzz.sh: clang++ is needed (apt-get 
 if ! CC=clang CXX=clang++ cmake -S . -B "$B" -DACCL_FUZZ=ON -DACCL_CUDA=OFF -DACCL_BUILD_PERF=OFF \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/configure.log" 2>&1 ||
    ! cmake --build "$B" -j"$(nproc)" --target $(printf 'fuzz_%s ' $NAMES) > "$B/build.log" 2>&1; then
-  tail -30 "$B/configure.log" "$B/build.log"
+  tail -n 30 "$B/configure.log" "$B/build.log"
   echo "ci/fuzz.sh: the fuzzers did not build"
   exit 2
 fi
@@ -32,7 +32,7 @@ for name in $NAMES; do
   work=$(mktemp -d)
   if ls "$seeds"/* >/dev/null 2>&1 && ! "$exe" "$seeds"/* > "$work/replay.log" 2>&1; then
     echo "fuzz_$name: a corpus input fails:"
-    tail -30 "$work/replay.log"
+    tail -n 30 "$work/replay.log"
     failed=1
     continue
   fi

@@ -163,6 +163,11 @@ extern "C" ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
          comm->name.c_str(), comm->rank, rank);
     return ncclInvalidArgument;
   }
+  if (nRanks > accl::kMaxRanks) {
+    WARN("%s (%s, rank %d): nRanks = %d is more than the %d ranks ACCL's bootstrap can take", fn,
+         comm->name.c_str(), comm->rank, nRanks, accl::kMaxRanks);
+    return ncclInvalidArgument;
+  }
   if (nRanks <= comm->nranks) {
     WARN("%s (%s, rank %d): nRanks %d does not grow the communicator of %d ranks", fn, comm->name.c_str(),
          comm->rank, nRanks, comm->nranks);

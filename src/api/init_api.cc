@@ -260,8 +260,9 @@ extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int*
       WARN("ncclCommInitAll: comms is NULL");
       return ncclInvalidArgument;
     }
-    if (ndev < 1) {
-      WARN("ncclCommInitAll: ndev = %d must be at least 1", ndev);
+    if (ndev < 1 || ndev > accl::kMaxRanks) {
+      WARN("ncclCommInitAll: ndev = %d is outside [1, %d], the ranks ACCL's bootstrap can take", ndev,
+           accl::kMaxRanks);
       return ncclInvalidArgument;
     }
     // Host mode ignores devices; a negative device is still a caller bug. Repeats are allowed:

@@ -6,13 +6,10 @@
 
 namespace accl {
 
-bool hostRangeMapped(const void* p, size_t n, std::string* why) {
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
-  if (n == 0) return true;
-  if (begin + n < begin) {
-    *why = "the range wraps around the address space";
-    return false;
-  }
+namespace {
+
+// One look at the mappings (see hostRangeMapped).
+bool lookOnce(uintptr_t begin, size_t n, std::string* why) {
   FILE* f = fopen("/proc/self/maps", "r");
   if (!f) return true;  // cannot be told
   // The mappings come in address order: walk them from `begin` while each
@@ -42,6 +39,20 @@ bool hostRangeMapped(const void* p, size_t n, std::string* why) {
            static_cast<uintmax_t>(at - begin), n);
   *why = buf;
   return false;
+}
+
+}  // namespace
+
+bool hostRangeMapped(const void* p, size_t n, std::string* why) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+  if (n == 0) return true;
+  if (begin + n < begin) {
+    *why = "the range wraps around the address space";
+    return false;
+  }
+  // The file is made as it is read: another thread's mmap or munmap meanwhile
+  // can hide a mapping from one look, so a refusal is looked at twice.
+  return lookOnce(begin, n, why) || lookOnce(begin, n, why);
 }
 
 }  // namespace accl

@@ -1,11 +1,12 @@
 #include "base/param.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 
@@ -55,18 +56,27 @@ constexpr size_t kMaxConfBytes = 1 << 20;
 // where it is larger, or not a regular file: a device or a pipe could block
 // or never end).
 std::string readFile(const std::string& path, std::string* problems) {
+  // Opened without waiting (a pipe's open would wait for a writer), then
+  // looked at through the descriptor: what is read is what was checked.
+  const int fd = path.empty() ? -1 : open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
   struct stat st;
-  if (path.empty() || stat(path.c_str(), &st) != 0) return "";
+  std::string text;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return "";
+  }
   if (!S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxConfBytes) {
     *problems += path + " is " + (S_ISREG(st.st_mode) ? "larger than 1 MiB" : "not a regular file") +
                  ": ignored as a configuration file\n";
-    return "";
+  } else {
+    text.resize(kMaxConfBytes);
+    size_t got = 0;
+    for (ssize_t k; got < kMaxConfBytes && (k = read(fd, &text[got], kMaxConfBytes - got)) > 0;)
+      got += static_cast<size_t>(k);
+    text.resize(got);
   }
-  std::ifstream f(path);
-  if (!f) return "";
-  std::string text(kMaxConfBytes, '\0');
-  f.read(&text[0], static_cast<std::streamsize>(kMaxConfBytes));
-  text.resize(static_cast<size_t>(f.gcount()));
+  close(fd);
   return text;
 }
 
@@ -149,7 +159,9 @@ bool parseIntValue(const char* s, int64_t* out) {
   }
   while (isspace(static_cast<unsigned char>(*end))) ++end;
   if (*end) return false;
-  *out = v * mult;
+  int64_t scaled = 0;
+  if (__builtin_mul_overflow(static_cast<int64_t>(v), mult, &scaled)) return false;  // "16E" must not wrap into range
+  *out = scaled;
   return true;
 }
 

@@ -284,12 +284,22 @@ ncclResult_t devSetup(ncclComm* comm) {
 bool devRangeInside(const void* p, size_t n, size_t* inside) {
   using GetRange = int (*)(unsigned long long* base, size_t* size, unsigned long long ptr);
   static const auto getRange = reinterpret_cast<GetRange>(driverFunction("cuMemGetAddressRange"));
-  unsigned long long base = 0;
-  size_t size = 0;
-  const auto at = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
-  if (!getRange || getRange(&base, &size, at) != 0) return true;  // cannot be told
-  *inside = base + size - at;
-  return n <= *inside;
+  // Allocation by allocation: memory mapped in pieces (cuMemMap, as an
+  // expandable allocator does) may hold a buffer across several.
+  auto at = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
+  size_t covered = 0;
+  while (covered < n) {
+    unsigned long long base = 0;
+    size_t size = 0;
+    if (!getRange || getRange(&base, &size, at) != 0 || base + size <= at) {
+      *inside = covered;
+      return covered == 0;  // the first: cannot be told; a later one: a gap
+    }
+    covered += base + size - at;
+    at = base + size;
+  }
+  *inside = covered;
+  return true;
 }
 
 bool devBuffer(const void* p) {

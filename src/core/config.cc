@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -74,17 +75,24 @@ ncclResult_t readConfig(const ncclConfig_t* cfg, CommConfig* out) {
   int blocking = 1;
   NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, blocking), "blocking", 0, 1, &blocking));
   out->blocking = blocking != 0;
-  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, cgaClusterSize), "cgaClusterSize", 0, 8, 7,
+  // What NCCL refuses is refused; what it clamps (a cluster past 8, more
+  // CTAs than channels) is clamped.
+  constexpr int kNoLimit = 0x7fffffff;
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, cgaClusterSize), "cgaClusterSize", 0, kNoLimit, 7,
                        &out->cgaClusterSize));
-  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, minCTAs), "minCTAs", 1, 64, 8, &out->minCTAs));
-  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, maxCTAs), "maxCTAs", 1, 64, 9, &out->maxCTAs));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, minCTAs), "minCTAs", 1, kNoLimit, 8, &out->minCTAs));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, maxCTAs), "maxCTAs", 1, kNoLimit, 9, &out->maxCTAs));
   if (out->minCTAs > out->maxCTAs) {
     WARN("ncclConfig_t.minCTAs = %d is larger than maxCTAs = %d", out->minCTAs, out->maxCTAs);
     return ncclInvalidArgument;
   }
+  out->cgaClusterSize = std::min(out->cgaClusterSize, 8);
+  out->minCTAs = std::min(out->minCTAs, 64);
+  out->maxCTAs = std::min(out->maxCTAs, 64);
   out->netName = readStr(cfg, offsetof(ncclConfig_t, netName));
   NCCLCHECK(readInt(cfg, offsetof(ncclConfig_t, splitShare), "splitShare", 0, 1, &out->splitShare));
-  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, trafficClass), "trafficClass", 0, 255, 10, &out->trafficClass));
+  NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, trafficClass), "trafficClass", -kNoLimit, kNoLimit, 10,
+                       &out->trafficClass));  // NCCL checks none
   out->commName = readStr(cfg, offsetof(ncclConfig_t, commName));
   NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, collnetEnable), "collnetEnable", 0, 1, 11, &out->collnetEnable));
   // A bitmask of NCCL_CTA_POLICY_EFFICIENCY and NCCL_CTA_POLICY_ZERO, as NCCL takes it.
@@ -94,7 +102,6 @@ ncclResult_t readConfig(const ncclConfig_t* cfg, CommConfig* out) {
   // NCCL 2.27 and 2.30's fields, validated as NCCL validates them; ACCL has
   // no NVLS, no per-peer network channels, no graph mixing modes and one
   // one-sided context, so it reads them and says it leaves them (docs/api-status.md).
-  constexpr int kNoLimit = 0x7fffffff;
   int unused = 0;
   NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, nvlsCTAs), "nvlsCTAs", 1, kNoLimit, 0, &unused));
   NCCLCHECK(readUnused(cfg, offsetof(ncclConfig_t, nChannelsPerNetPeer), "nChannelsPerNetPeer", 1, 64, 1, &unused));

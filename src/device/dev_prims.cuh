@@ -244,6 +244,12 @@ struct Block {
           failKernel(*ctx, abortA, abortB, abortN, kDevPeerFailed, c.peer, isSend, ctrl->failedRank);
           return false;
         }
+        // A network connector's proxy saw its peer leave or die (CUDA IPC
+        // connectors never set it): what this wait needs cannot come.
+        if (ctrl->peerGone) {
+          failKernel(*ctx, abortA, abortB, abortN, kDevPeerFailed, c.peer, isSend, c.peer);
+          return false;
+        }
         if (deadline && globalTimer() > deadline) {
           failKernel(*ctx, abortA, abortB, abortN, kDevTimeout, c.peer, isSend, -1);
           return false;

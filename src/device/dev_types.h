@@ -35,10 +35,13 @@ struct DevFifoCtrl {
   int32_t senderPid, receiverPid;
 };
 
-// The sender's counters of one channel, after the slots in the receiver's GPU
-// memory, where the receiver polls them: in L2 rather than over PCIe, and
-// between ranks of one GPU a step needs a fence of GPU scope, not of system
-// scope. (The sender waits on head only when all slots are in flight.)
+// The sender's counters of one channel. CUDA IPC connectors keep them after
+// the slots in the receiver's GPU memory, where the receiver polls them: in
+// L2 rather than over PCIe, and between ranks of one GPU a step needs a fence
+// of GPU scope, not of system scope. A network connector between hosts keeps
+// them, and its slots, in pinned host memory, each side its own copy, which
+// its proxy fills or drains. (The sender waits on head only when all slots
+// are in flight.)
 struct alignas(128) DevCounters {
   volatile uint64_t tail;
   volatile uint32_t bytes[kSlots];  // payload of each posted slot

@@ -108,7 +108,10 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     WARN("%s (valid algorithms: ring, tree; NCCL_ALGO/NCCL_PROTO take NCCL's syntax)", err.c_str());
     return ncclInvalidUsage;
   }
-  if (!comm->config.netName.empty()) {  // as NCCL: the network this communicator's connections take
+  if (!comm->config.netName.empty() && *paramString(Param::Net)) {  // as NCCL: the environment wins
+    INFO(kInit | kEnv, "%s: ncclConfig_t.netName \"%s\" gives way to NCCL_NET=%s", comm->name.c_str(),
+         comm->config.netName.c_str(), paramString(Param::Net));
+  } else if (!comm->config.netName.empty()) {  // as NCCL: the network this communicator's connections take
     std::string there;
     comm->net = netBackendNamed(comm->config.netName.c_str(), &there);
     if (!comm->net) {

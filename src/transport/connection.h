@@ -57,7 +57,7 @@ class Connection {
   Fifo fifo;
   bool isSend = false;
   int peer = -1;
-  bool device = false;        // a device connector (CUDA IPC): only kernels wait on it
+  bool device = false;        // a device connector (CUDA IPC, or the network's between hosts): only kernels wait on it
   const char* kind = "?";     // "shm", or "net (<backend> <NICs>)": for messages
   bool sharedCtrl = false;    // both ends map fifo.ctrl (shared memory between host buffers): sends may be pulled
   uint64_t step = 0;          // local counter: tail for a sender, head for a receiver

@@ -574,7 +574,7 @@ class NetConnection : public Connection {
         return;
       }
       if (m == Moved::Some) {
-        movedMs_ = nowMs();
+        if (device) movedMs_ = nowMs();
         b.reset();
         continue;
       }
@@ -652,7 +652,7 @@ class NetConnection : public Connection {
         return;
       }
       if (m == Moved::Some) {
-        movedMs_ = nowMs();
+        if (device) movedMs_ = nowMs();
         b.reset();
         continue;
       }
@@ -668,6 +668,14 @@ class NetConnection : public Connection {
       } else {
         b.pause();
       }
+    }
+    // A kernel that failed aborted this FIFO itself (failKernel), and nothing
+    // else tells the sender, whose kernel may wait for room: say it here, as
+    // abort() does for host threads.
+    if (device && fifo.ctrl->abort.load() && !stop_.load()) {
+      const uint32_t frame[3] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load()), 0};
+      (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+      shutdown(ctrl_, SHUT_RDWR);
     }
   }
 

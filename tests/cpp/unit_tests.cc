@@ -585,6 +585,8 @@ TEST(int_values) {
   CHECK(!parseIntValue("abc", &v));
   CHECK(!parseIntValue("", &v));
   CHECK(!parseIntValue("12x", &v));
+  CHECK(!parseIntValue("18014398509483008K", &v));  // (2^54 + 1024) KiB: would wrap to 1 MiB
+  CHECK(!parseIntValue("9223372036854775807G", &v));
 }
 
 TEST(param_precedence) {
@@ -688,7 +690,16 @@ TEST(config_rejects_bad_values) {
   cfg.size = 8;
   CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
   cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.cgaClusterSize = -1;  // as NCCL: negative is refused, past 8 clamped
+  CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
   cfg.cgaClusterSize = 9;
+  CHECK_EQ(readConfig(&cfg, &c), ncclSuccess);
+  CHECK_EQ(c.cgaClusterSize, 8);
+  cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.maxCTAs = 128;  // more than the channels: clamped, as NCCL
+  CHECK_EQ(readConfig(&cfg, &c), ncclSuccess);
+  CHECK_EQ(c.maxCTAs, 64);
+  cfg.minCTAs = 0;
   CHECK_EQ(readConfig(&cfg, &c), ncclInvalidArgument);
   cfg = NCCL_CONFIG_INITIALIZER;
   cfg.minCTAs = 8;

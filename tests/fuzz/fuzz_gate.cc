@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,11 @@ accl::HelloGate* gate;
 int kept[64];  // strangers that stay connected for a while (the gate evicts or times them out)
 uint64_t turn;
 
+void fail(const char* why) {
+  fprintf(stderr, "fuzz_gate: %s\n", why);
+  abort();
+}
+
 void setUp() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   listenAt.sin_family = AF_INET;
@@ -37,15 +43,20 @@ void setUp() {
   socklen_t len = sizeof(listenAt);
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&listenAt), sizeof(listenAt)) != 0 || listen(fd, 4096) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&listenAt), &len) != 0)
-    abort();
+    fail("cannot listen");
   gate = new accl::HelloGate(fd, kSecret, "fuzzed gate", kSelf);
   gate->setSession(kSession);
   for (int& k : kept) k = -1;
 }
 
+// A client that closes with a reset (linger 0), leaving no TIME_WAIT behind:
+// a run makes a few hundred thousand connections, more than the ephemeral ports.
 int dial() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&listenAt), sizeof(listenAt)) != 0) abort();
+  const linger reset = {1, 0};
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) != 0 ||
+      connect(fd, reinterpret_cast<const sockaddr*>(&listenAt), sizeof(listenAt)) != 0)
+    fail("cannot connect to the gate's listener (the harness, not the gate)");
   return fd;
 }
 
@@ -79,15 +90,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   memcpy(h.session, kSession, sizeof(kSession));
   const uint64_t nonce = ++turn;
   memcpy(h.nonce, &nonce, sizeof(nonce));
-  if (accl::sealHello(h, kSecret) != ncclSuccess) abort();
+  if (accl::sealHello(h, kSecret) != ncclSuccess) fail("cannot seal a hello");
   const int good = dial();
-  if (send(good, &h, sizeof(h), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(h))) abort();
+  if (send(good, &h, sizeof(h), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(h))) fail("cannot send the hello");
   accl::Deadline dl(nullptr, 10);
   int fd = -1;
   accl::Hello got;
-  if (gate->next(dl, &fd, &got) != ncclSuccess) abort();  // the rank's hello was lost
-  if (memcmp(got.nonce, h.nonce, accl::kNonceBytes) != 0) abort();  // a stranger was let in
+  if (gate->next(dl, &fd, &got) != ncclSuccess) fail("the gate lost a rank's sealed hello");
+  if (memcmp(got.nonce, h.nonce, accl::kNonceBytes) != 0) fail("the gate let a stranger in");
+  close(good);  // the client first, with its reset: no TIME_WAIT on either side
   close(fd);
-  close(good);
   return 0;
 }

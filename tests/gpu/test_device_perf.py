@@ -183,15 +183,20 @@ def test_between_hosts(drivers, name, kernels):
 def test_between_hosts_two_ranks_each(drivers, kernels):
     # 4 processes on 2 hosts: within a host shm (staged) or CUDA IPC (the
     # ring's kernels), sockets between; every type and op.
-    run_hosts(drivers, "all_reduce", 4, lambda p: p // 2, "-b", "4", "-e", "1M", "-f", "64", "-n", "1", "-w", "0",
-              "-c", "1", "-d", "all", "-o", "all", env=(f"ACCL_NET_KERNELS={kernels}",))
+    t = run_hosts(drivers, "all_reduce", 4, lambda p: p // 2, "-b", "4", "-e", "1M", "-f", "64", "-n", "1", "-w",
+                  "0", "-c", "1", "-d", "all", "-o", "all",
+                  env=(f"ACCL_NET_KERNELS={kernels}", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT"))
+    said = "the ring's collectives run in kernels (to rank"
+    assert (said in t.log and "by cuda-ipc" in t.log and "by net (" in t.log) == (kernels == "1"), t.log[-3000:]
 
 
 @pytest.mark.parametrize("kernels", ["1", "0"], ids=["net_kernels", "staged"])
 def test_between_hosts_threads_and_graphs(drivers, kernels):
     # 2 processes x 2 thread ranks (2 hosts of 2 ranks), captured in CUDA graphs and replayed.
-    run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c",
-              "1", "-t", "2", "-G", "3", env=(f"ACCL_NET_KERNELS={kernels}",))
+    t = run_hosts(drivers, "all_reduce", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1",
+                  "-c", "1", "-t", "2", "-G", "3",
+                  env=(f"ACCL_NET_KERNELS={kernels}", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT"))
+    assert ("the ring's collectives run in kernels (to rank" in t.log) == (kernels == "1"), t.log[-3000:]
     run_hosts(drivers, "alltoall", 2, lambda p: p, "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1", "-c",
               "1", "-G", "3")
 
