@@ -49,12 +49,18 @@ void setUp() {
   for (int& k : kept) k = -1;
 }
 
-// A client that closes with a reset (linger 0), leaving no TIME_WAIT behind:
-// a run makes a few hundred thousand connections, more than the ephemeral ports.
+// A client that closes with a reset (linger 0), from an address of its own
+// in 127/8: a run makes millions of connections, and those the gate closes
+// first stay in TIME_WAIT, more than one address's ephemeral ports.
 int dial() {
+  static uint32_t client;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   const linger reset = {1, 0};
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7f000002u + client++ % 0xfffffdu);  // 127.0.0.2 .. 127.255.255.254
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) != 0 ||
+      bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0 ||
       connect(fd, reinterpret_cast<const sockaddr*>(&listenAt), sizeof(listenAt)) != 0)
     fail("cannot connect to the gate's listener (the harness, not the gate)");
   return fd;
