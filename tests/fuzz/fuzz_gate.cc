@@ -5,9 +5,11 @@
 // and only it, soon: a stranger handed on, or the rank's hello lost, aborts.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstdint>
@@ -31,7 +33,7 @@ int kept[64];  // strangers that stay connected for a while (the gate evicts or 
 uint64_t turn;
 
 void fail(const char* why) {
-  fprintf(stderr, "fuzz_gate: %s\n", why);
+  fprintf(stderr, "fuzz_gate: %s (errno %d: %s)\n", why, errno, strerror(errno));
   abort();
 }
 
@@ -60,9 +62,18 @@ int dial() {
   from.sin_family = AF_INET;
   from.sin_addr.s_addr = htonl(0x7f000002u + client++ % 0xfffffdu);  // 127.0.0.2 .. 127.255.255.254
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) != 0 ||
-      bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0 ||
-      connect(fd, reinterpret_cast<const sockaddr*>(&listenAt), sizeof(listenAt)) != 0)
-    fail("cannot connect to the gate's listener (the harness, not the gate)");
+      bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0)
+    fail("cannot make a client socket (the harness, not the gate)");
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&listenAt), sizeof(listenAt)) != 0) {
+    // libFuzzer's timer (SIGALRM) may interrupt a connect that waits for the
+    // listener's queue: it goes on by itself, so wait for it to finish.
+    pollfd p = {fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (errno != EINTR || poll(&p, 1, 20000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
+        err != 0)
+      fail("cannot connect to the gate's listener (the harness, not the gate)");
+  }
   return fd;
 }
 
