@@ -178,7 +178,10 @@ MPI_RANK = ("import os, subprocess, numpy as np; from mpi4py import MPI; c = MPI
             "a = np.arange(1 << 17, dtype=np.int64) + c.rank; b = np.empty_like(a); c.Allreduce(a, b); "
             "ref = sum(np.arange(1 << 17, dtype=np.int64) + r for r in range(c.size)); "
             "ns = subprocess.run(['ip', 'netns', 'identify', str(os.getpid())], capture_output=True, text=True); "
-            "print('rank', c.rank, ns.stdout.strip(), bool((b == ref).all()), flush=True)")
+            # Each rank's line reaches rank 0, which prints them in one write: mpirun
+            # forwards each rank's output in pieces that may interleave.
+            "got = c.gather(f'rank {c.rank} {ns.stdout.strip()} {bool((b == ref).all())}', root=0); "
+            "c.rank == 0 and print('\\n'.join(got), flush=True)")
 
 
 @pytest.mark.timeout(120)
