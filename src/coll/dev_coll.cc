@@ -268,7 +268,7 @@ ncclResult_t devSetup(ncclComm* comm) {
   INFO(kInit, "%s rank %d: device %d, %d channel(s) per connector, %d per send/recv; sends and receives larger than "
        "their channels' slots copy directly with %d rank(s) of this process on this device", comm->name.c_str(),
        comm->rank, comm->cudaDev, comm->dev->nChannels, comm->dev->p2pChannels, local);
-  if (comm->nhosts > 1 && comm->dev->netRing)
+  if (comm->dev->netRing)  // only on several hosts
     INFO(kInit, "%s rank %d: device buffers between hosts: the ring's collectives run in kernels (to rank %d by %s, "
          "from rank %d by %s), the rest staged", comm->name.c_str(), comm->rank, comm->ring.next,
          comm->dev->ringSend->kind, comm->ring.prev, comm->dev->ringRecv->kind);

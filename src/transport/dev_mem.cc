@@ -10,9 +10,8 @@
 #include <cstring>
 
 namespace accl {
-namespace {
 
-bool cudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
+bool devCudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
   if (e == cudaSuccess) return true;
   (void)cudaGetLastError();
   WARN("%s (rank %d, device connector with rank %d): %s failed: %s", comm->name.c_str(), comm->rank, peer, what,
@@ -20,16 +19,14 @@ bool cudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
   return false;
 }
 
-}  // namespace
-
 ncclResult_t devHostAlloc(ncclComm* comm, size_t bytes, const char* what, void** host, void** dev) {
   *host = *dev = nullptr;
   void* p = nullptr;
-  if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, -1) ||
-      !cudaOk(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), what, comm, -1))
+  if (!devCudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, -1) ||
+      !devCudaOk(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), what, comm, -1))
     return ncclUnhandledCudaError;
   memset(p, 0, bytes);
-  if (!cudaOk(cudaHostGetDevicePointer(dev, p, 0), what, comm, -1)) {
+  if (!devCudaOk(cudaHostGetDevicePointer(dev, p, 0), what, comm, -1)) {
     (void)cudaFreeHost(p);
     return ncclUnhandledCudaError;
   }
@@ -47,17 +44,17 @@ ncclResult_t devTableMake(ncclComm* comm, int peer, const std::vector<DevChan>& 
                           DevChan** table) {
   const size_t bytes = sizeof(DevChan) * chans.size();
   void* t = nullptr;
-  if (!cudaOk(cudaMalloc(&t, bytes), "cudaMalloc (channel table)", comm, peer)) return ncclUnhandledCudaError;
+  if (!devCudaOk(cudaMalloc(&t, bytes), "cudaMalloc (channel table)", comm, peer)) return ncclUnhandledCudaError;
   comm->gpuBytes += bytes;
   *table = static_cast<DevChan*>(t);
   cudaStream_t s = nullptr;
-  if (!cudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", comm, peer))
+  if (!devCudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", comm, peer))
     return ncclUnhandledCudaError;
   const bool ok =
-      (!zero || cudaOk(cudaMemsetAsync(zero, 0, zeroBytes, s), "cudaMemsetAsync (FIFO counters)", comm, peer)) &&
-      cudaOk(cudaMemcpyAsync(t, chans.data(), bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (channel table)",
+      (!zero || devCudaOk(cudaMemsetAsync(zero, 0, zeroBytes, s), "cudaMemsetAsync (FIFO counters)", comm, peer)) &&
+      devCudaOk(cudaMemcpyAsync(t, chans.data(), bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (channel table)",
              comm, peer) &&
-      cudaOk(cudaStreamSynchronize(s), "cudaStreamSynchronize (channel table)", comm, peer);
+      devCudaOk(cudaStreamSynchronize(s), "cudaStreamSynchronize (channel table)", comm, peer);
   (void)cudaStreamDestroy(s);
   return ok ? ncclSuccess : ncclUnhandledCudaError;
 }

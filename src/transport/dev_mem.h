@@ -11,6 +11,10 @@
 #include "device/dev_types.h"
 #include "nccl.h"
 
+#ifdef ACCL_HAVE_DEVICE_PATH
+#include <cuda_runtime.h>
+#endif
+
 struct ncclComm;
 
 namespace accl {
@@ -27,5 +31,11 @@ void devHostFree(void* host);
 ncclResult_t devTableMake(ncclComm* comm, int peer, const std::vector<DevChan>& chans, void* zero, size_t zeroBytes,
                           DevChan** table);
 void devTableFree(DevChan* table);
+
+#ifdef ACCL_HAVE_DEVICE_PATH
+// True where `e` is cudaSuccess; else a WARN naming the connector with
+// `peer` (-1: none yet) and what failed, and false.
+bool devCudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer);
+#endif
 
 }  // namespace accl

@@ -48,13 +48,6 @@ struct IpcHeader {
   uint64_t slotBytes;
 };
 
-bool cudaOk(cudaError_t e, const char* what, ncclComm* comm, int peer) {
-  if (e == cudaSuccess) return true;
-  WARN("%s (rank %d, device connector with rank %d): %s failed: %s", comm->name.c_str(), comm->rank, peer, what,
-       cudaGetErrorString(e));
-  return false;
-}
-
 class IpcConnection : public Connection {
  public:
   IpcConnection(ncclComm* comm, int peerRank, bool send)
@@ -92,12 +85,12 @@ class IpcConnection : public Connection {
 
   // Maps the control blocks for kernels and writes the per-channel table.
   ncclResult_t finish(ncclComm* comm) {
-    if (!cudaOk(cudaHostRegister(map_, bytes_, cudaHostRegisterMapped | cudaHostRegisterPortable),
+    if (!devCudaOk(cudaHostRegister(map_, bytes_, cudaHostRegisterMapped | cudaHostRegisterPortable),
                 "cudaHostRegister of the control blocks", comm, peer))
       return ncclUnhandledCudaError;
     registered_ = true;
     void* devMap = nullptr;
-    if (!cudaOk(cudaHostGetDevicePointer(&devMap, map_, 0), "cudaHostGetDevicePointer", comm, peer))
+    if (!devCudaOk(cudaHostGetDevicePointer(&devMap, map_, 0), "cudaHostGetDevicePointer", comm, peer))
       return ncclUnhandledCudaError;
     std::vector<DevChan> chans(nChannels_);
     for (int c = 0; c < nChannels_; ++c) {
@@ -149,12 +142,12 @@ static ncclResult_t ipcCreateRecv(ncclComm* comm, int peer, int tag, ConnPtr* ou
     ctrl->receiverPid = getpid();
     ctrl->senderPid = localPid(comm, peer);
   }
-  if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer) ||
-      !cudaOk(cudaMalloc(&c->slots_, c->allocBytes()), "cudaMalloc (FIFO slots)", comm, peer))
+  if (!devCudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer) ||
+      !devCudaOk(cudaMalloc(&c->slots_, c->allocBytes()), "cudaMalloc (FIFO slots)", comm, peer))
     return ncclUnhandledCudaError;
   comm->gpuBytes += c->allocBytes();
   IpcHeader* h = c->header();
-  if (!cudaOk(cudaIpcGetMemHandle(&h->handle, c->slots_), "cudaIpcGetMemHandle", comm, peer))
+  if (!devCudaOk(cudaIpcGetMemHandle(&h->handle, c->slots_), "cudaIpcGetMemHandle", comm, peer))
     return ncclUnhandledCudaError;
   h->slots = c->slots_;
   h->pid = getpid();
@@ -183,18 +176,18 @@ static ncclResult_t ipcOpenSend(ncclComm* comm, int peer, int tag, ConnPtr* out)
          peer, static_cast<unsigned long long>(c->slotBytes_));
     return ncclInternalError;
   }
-  if (!cudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer)) return ncclUnhandledCudaError;
+  if (!devCudaOk(cudaSetDevice(comm->cudaDev), "cudaSetDevice", comm, peer)) return ncclUnhandledCudaError;
   if (sameProcess(comm, peer)) {
     c->slots_ = h->slots;  // same process: the pointer itself (IPC refuses to import into its exporter)
     if (h->cudaDev != comm->cudaDev) {
       cudaError_t e = cudaDeviceEnablePeerAccess(h->cudaDev, 0);
       if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled &&
-          !cudaOk(e, "cudaDeviceEnablePeerAccess", comm, peer))
+          !devCudaOk(e, "cudaDeviceEnablePeerAccess", comm, peer))
         return ncclUnhandledCudaError;
       (void)cudaGetLastError();
     }
   } else {
-    if (!cudaOk(cudaIpcOpenMemHandle(&c->slots_, h->handle, cudaIpcMemLazyEnablePeerAccess),
+    if (!devCudaOk(cudaIpcOpenMemHandle(&c->slots_, h->handle, cudaIpcMemLazyEnablePeerAccess),
                 "cudaIpcOpenMemHandle (the peer's FIFO slots)", comm, peer))
       return ncclUnhandledCudaError;
     c->imported_ = true;

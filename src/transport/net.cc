@@ -240,11 +240,7 @@ class NetConnection : public Connection {
     wakeProxy();
     // A send proxy tells the peer why and closes; a receiver tells it now
     // (its proxy only reads) and closes, which the peer's send proxy sees.
-    if (!isSend) {  // (a receiver sends no messages: the sender takes it at once)
-      const uint32_t frame[3] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load()), 0};
-      (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
-      shutdown(ctrl_, SHUT_RDWR);
-    }
+    if (!isSend) tellSenderAborted();
   }
   ncclResult_t drain() override {
     if (!isSend) return ncclSuccess;
@@ -326,6 +322,14 @@ class NetConnection : public Connection {
     ch.slotBytes = fifo.slotBytes;
     ch.crossGpu = 1;  // host memory: the kernel's steps fence at system scope
     return devTableMake(comm_, peer, {ch}, nullptr, 0, &table_);
+  }
+
+  // A receiver's abort frame, and the control line's end (a receiver sends no
+  // messages: the sender takes it at once).
+  void tellSenderAborted() {
+    const uint32_t frame[3] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load()), 0};
+    (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(ctrl_, SHUT_RDWR);
   }
 
   // How long a device connector's proxy may wait before it looks at the
@@ -672,11 +676,7 @@ class NetConnection : public Connection {
     // A kernel that failed aborted this FIFO itself (failKernel), and nothing
     // else tells the sender, whose kernel may wait for room: say it here, as
     // abort() does for host threads.
-    if (device && fifo.ctrl->abort.load() && !stop_.load()) {
-      const uint32_t frame[3] = {kAbortFrame, static_cast<uint32_t>(fifo.ctrl->failedRank.load()), 0};
-      (void)send(ctrl_, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
-      shutdown(ctrl_, SHUT_RDWR);
-    }
+    if (device && fifo.ctrl->abort.load() && !stop_.load()) tellSenderAborted();
   }
 
   ncclComm* comm_;
