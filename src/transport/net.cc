@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "base/check.h"
+#include "base/param.h"
 #include "base/threads.h"
 #include "base/wait.h"
 #include "bootstrap/bootstrap.h"
@@ -257,7 +258,7 @@ class NetConnection : public Connection {
   // A rank thread waiting on this FIFO moves the messages itself when the
   // proxy is not at it: no hand-over between threads on the way.
   void progress() override {
-    if (!data_ || !mu_.try_lock()) return;
+    if (proxyMode_ == 2 || !data_ || !mu_.try_lock()) return;
     const Moved m = isSend ? moveSend() : moveRecv();
     mu_.unlock();
     if (m == Moved::Failed) {  // the proxy reports it, driven or not
@@ -283,7 +284,8 @@ class NetConnection : public Connection {
   // take waits for the driver's next wait or, with no driver, for the proxy.
   void posted(uint64_t tail) override {
     fifo.ctrl->tail.store(tail, std::memory_order_seq_cst);
-    if (unsent() && driven_.load(std::memory_order_seq_cst) == 0) wakeProxy();
+    if (proxyMode_ != 0) wakeProxy();
+    else if (unsent() && driven_.load(std::memory_order_seq_cst) == 0) wakeProxy();
   }
   // Where the backend reads a send's memory only in the calls a thread of
   // ours makes (ACCL's own without helper threads), an abandoned message is
@@ -536,7 +538,7 @@ class NetConnection : public Connection {
   // the messages from it), waking when the driver hands over or to look at stop.
   bool napWhileDriven() {
     const uint64_t d = driven_.load(std::memory_order_seq_cst);
-    if (d == 0 || needProxy_.load(std::memory_order_seq_cst)) return false;
+    if (proxyMode_ != 0 || d == 0 || needProxy_.load(std::memory_order_seq_cst)) return false;
     std::atomic<uint64_t>* c = &driven_;
     std::atomic<uint32_t>* s = &drivenSleepers_;
     fifoSleep(&c, &s, &d, 1, kDrivenNapMs);
@@ -722,6 +724,7 @@ class NetConnection : public Connection {
   std::atomic<uint64_t> driven_{0};          // rank threads driving this connection (64 bits: fifoSleep's kind)
   std::atomic<uint32_t> drivenSleepers_{0};  // the proxy, asleep until they stop
   std::atomic<bool> needProxy_{false};       // a driver met a failure only the proxy reports
+  const int proxyMode_ = static_cast<int>(paramInt(Param::NetProxy));
 };
 
 NetBackend* backendOrWarn(const ncclComm* comm) {
