@@ -71,6 +71,10 @@ class NetBackend {
   // Moves the request on; *done once it is complete (the request is then
   // gone), with the bytes it moved in *size. An error: the connection broke.
   virtual ncclResult_t test(void* request, int* done, size_t* size) = 0;
+  // Moves a send comm that has no request outstanding: a backend that may
+  // still have to send bytes again (ACCL's TCP backend watching its lanes
+  // for failover) does so here. An error: the connection broke.
+  virtual ncclResult_t progress(void* sendComm) { return ncclSuccess; }
   virtual ncclResult_t closeSend(void* sendComm) = 0;
   virtual ncclResult_t closeRecv(void* recvComm) = 0;
   virtual ncclResult_t closeListen(void* listenComm) = 0;

@@ -134,6 +134,7 @@ struct LaneConnecting {
 // A sender's connection being made (connect's progress).
 struct Connecting {
   std::vector<LaneConnecting> lanes;
+  bool severalNics = false;  // the lanes leave from several NICs: the stream may fail over
   ~Connecting() {
     for (LaneConnecting& l : lanes)
       if (l.fd >= 0) close(l.fd);
@@ -322,9 +323,10 @@ class SocketNet final : public NetBackend {
       fds.push_back(l.fd);
       l.fd = -1;
     }
+    const bool failover = c->severalNics;
     delete c;
     *progress = nullptr;
-    std::unique_ptr<SocketStream> stream(new SocketStream(std::move(fds), true));
+    std::unique_ptr<SocketStream> stream(new SocketStream(std::move(fds), true, failover));
     NCCLCHECK(stream->startHelpers(helpersFor()));
     *sendComm = stream.release();
     return ncclSuccess;
@@ -398,6 +400,7 @@ class SocketNet final : public NetBackend {
     return SocketStream::test(request, done, size);
   }
 
+  ncclResult_t progress(void* sendComm) override { return static_cast<SocketStream*>(sendComm)->progress(); }
   ncclResult_t closeSend(void* sendComm) override {
     delete static_cast<SocketStream*>(sendComm);
     return ncclSuccess;
@@ -439,6 +442,7 @@ class SocketNet final : public NetBackend {
     uint8_t connId[kConnIdBytes];
     NCCLCHECK(randomBytes(connId, kConnIdBytes));
     c->lanes.resize(lanes);
+    c->severalNics = nics.size() > 1;
     for (int j = 0; j < lanes; ++j) {
       LaneConnecting& l = c->lanes[j];
       l.to = fromWire(h.addr[j % h.nics]);

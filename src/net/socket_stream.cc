@@ -4,6 +4,7 @@
 
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 
 #include "base/check.h"
 #include "base/debug.h"
+#include "base/param.h"
 #include "base/threads.h"
 #include "base/wait.h"
 #include "bootstrap/socket.h"
@@ -44,6 +46,33 @@ constexpr int kMaxLanes = 64;
 // A helper with nothing to do looks at the stop this often (a post or the
 // stop wakes it at once).
 constexpr int kHelperIdleMs = 100;
+// Failover: a sender looks at its lanes' acknowledged bytes this often.
+constexpr uint64_t kCheckUs = 1000;
+// A receiver remembers where on a lane its frames began, for the last this
+// many bytes and frames of it: a cut may fall that far back (at most what the
+// sender had unacknowledged, its room).
+constexpr uint64_t kSeenBytes = 16 << 20;
+constexpr size_t kSeenFrames = 8192;
+constexpr size_t kSinkBytes = 64 << 10;
+constexpr uint8_t kTcpCaLoss = 4;  // tcp_info's ca_state while TCP recovers from a timeout
+
+// Whether TCP is retransmitting on fd (after a timeout): the peer's
+// acknowledgements stopped for want of a path, not of room at the peer (a
+// zero window sends probes, which count elsewhere).
+bool retransmitting(int fd) {
+  tcp_info ti{};
+  socklen_t len = sizeof(ti);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return false;
+  return ti.tcpi_retransmits > 0 || ti.tcpi_ca_state == kTcpCaLoss;
+}
+
+// "10.0.0.1:5 -> 10.0.1.1:7": a lane, for the log.
+std::string laneName(int fd) {
+  SockAddr me{}, peer{};
+  socklen_t a = sizeof(me), b = sizeof(peer);
+  if (getsockname(fd, &me.sa, &a) != 0 || getpeername(fd, &peer.sa, &b) != 0) return "a socket";
+  return addrToString(me) + " -> " + addrToString(peer);
+}
 
 void poke(int fd) {
   const uint64_t one = 1;
@@ -57,12 +86,14 @@ void drain(int fd) {
 
 }  // namespace
 
-SocketStream::SocketStream(std::vector<int> fds, bool send) : send_(send) {
-  for (int fd : fds) {
-    Lane l;
-    l.fd = fd;
-    if (send && fds.size() > 1) sizeLane(l, 2 * kLaneBufferBytes);
-    lanes_.push_back(l);
+SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover)
+    : send_(send), failover_(send && failover && fds.size() > 1), lanes_(fds.size()) {  // sized once: lanes do not move
+  const int64_t ms = paramInt(Param::LaneTimeoutMs);
+  laneTimeoutUs_ = static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * 1000;
+  if (ms <= 0) failover_ = false;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    lanes_[i].fd = fds[i];
+    if (send && fds.size() > 1) sizeLane(lanes_[i], 2 * kLaneBufferBytes);
   }
 }
 
@@ -125,6 +156,8 @@ SocketStream::~SocketStream() {
 ncclResult_t SocketStream::startHelpers(int threads) {
   const size_t n = std::min(static_cast<size_t>(std::max(threads, 0)), lanes_.size());
   if (n <= 1) return ncclSuccess;
+  if (failover_) INFO(kNet, "NET/Socket: a connection moved by helper threads does not fail over (unset NCCL_SOCKET_NTHREADS for it)");
+  failover_ = false;  // a lane's frames would go to another helper's lane
   doneFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (doneFd_ < 0) {
     WARN("NET/Socket: eventfd failed: %s", strerror(errno));
@@ -198,6 +231,16 @@ ncclResult_t SocketStream::test(Request* r, int* done, size_t* size) {
   return ncclSuccess;
 }
 
+ncclResult_t SocketStream::progress() {
+  if (!failover_) return ncclSuccess;
+  if (!moveSend(0, lanes_.size(), &turn_)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = true;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_ ? ncclRemoteError : ncclSuccess;
+}
+
 size_t SocketStream::stagedBytes() {
   std::lock_guard<std::mutex> lock(mu_);
   return stagedBytes_;
@@ -219,7 +262,8 @@ int SocketStream::lanePollFds(size_t begin, size_t end, pollfd* fds, int max) co
   int n = 0;
   for (size_t i = begin; i < end && n < max; ++i) {
     const Lane& l = lanes_[i];
-    if (send_ ? (l.req || l.blocked) : !recvBlocked(l) && !l.eof)
+    if (l.dead) continue;
+    if (send_ ? (l.writing || l.blocked) : !recvBlocked(l) && !l.eof)
       fds[n++] = {l.fd, static_cast<short>(send_ ? POLLOUT : POLLIN), 0};
   }
   return n;
@@ -285,14 +329,22 @@ bool SocketStream::moveSend(size_t begin, size_t end, size_t* turn) {
   for (size_t i = begin; i < end; ++i) {
     Lane& l = lanes_[i];
     l.blocked = false;
-    if (l.req && !writeFrame(l)) return false;
+    if (!l.dead && l.writing && !writeFrame(l)) return false;
   }
   const uint64_t now = several ? nowUs() : 0;
+  if (failover_ && !checkLanes(now)) return false;
+  for (size_t i = begin; i < end; ++i) {  // held frames (a cut and what follows it) before new ones
+    Lane& l = lanes_[i];
+    while (!l.dead && !l.writing && !l.blocked && !l.loose.empty()) {
+      beginHeld(l);
+      if (!writeFrame(l)) return false;
+    }
+  }
   for (;;) {
     Lane* best = nullptr;
     for (size_t i = 0; i < n; ++i) {
       Lane& l = lanes_[begin + (*turn + i) % n];
-      if (l.req || l.blocked) continue;
+      if (l.dead || l.writing || l.blocked || !l.loose.empty()) continue;
       if (several) {
         int queued = 0;
         if (ioctl(l.fd, SIOCOUTQ, &queued) != 0) queued = 0;
@@ -306,22 +358,151 @@ bool SocketStream::moveSend(size_t begin, size_t end, size_t* turn) {
       if (!best || l.queued * best->room < best->queued * l.room) best = &l;
     }
     if (!best) return true;
+    Request* r;
     {
       std::lock_guard<std::mutex> lock(mu_);
       size_t len = 0;
-      Request* r = unframed(several ? best->frame : UINT32_MAX, &len);
+      r = unframed(several ? best->frame : UINT32_MAX, &len);
       if (!r) return true;
       best->head = {r->seq, r->tag, static_cast<uint32_t>(r->size), static_cast<uint32_t>(r->handed),
                     static_cast<uint32_t>(len)};
       r->handed += len;
       r->framed = true;
       ++r->frames;
-      best->req = r;
     }
     *turn = (*turn + 1) % n;
-    best->moved = 0;
+    beginFrame(*best, r);
     if (!writeFrame(*best)) return false;
   }
+}
+
+// Lane l begins the frame in l.head, of request r: from r's memory, or
+// (failover) from a copy the lane holds until the peer has it.
+void SocketStream::beginFrame(Lane& l, Request* r) {
+  l.req = r;
+  l.src = r->data + l.head.offset;
+  l.writing = true;
+  l.moved = 0;
+  if (!failover_) return;
+  Held h{l.head, std::unique_ptr<char[]>(new char[std::max<uint32_t>(l.head.len, 1)]), nullptr, l.bytes};
+  if (l.head.len) memcpy(h.keep.get(), l.src, l.head.len);
+  h.payload = l.src = h.keep.get();
+  l.held.push_back(std::move(h));
+}
+
+// Lane l begins its next frame of no request (a cut, or a frame sent
+// again), held until the peer has it.
+void SocketStream::beginHeld(Lane& l) {
+  Held h = std::move(l.loose.front());
+  l.loose.pop_front();
+  l.head = h.head;
+  l.req = nullptr;
+  l.src = h.payload;
+  l.writing = true;
+  l.moved = 0;
+  h.at = l.bytes;
+  l.held.push_back(std::move(h));
+}
+
+// Failover, every kCheckUs: the bytes each lane's peer acknowledged. Held
+// frames it has all of go; a lane with bytes unacknowledged, none
+// acknowledged for the lane timeout, and TCP retransmitting is given up.
+// False: no lane is left.
+bool SocketStream::checkLanes(uint64_t now) {
+  if (now - checkedUs_ < kCheckUs) return true;
+  checkedUs_ = now;
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    Lane& l = lanes_[i];
+    if (l.dead) continue;
+    int queued = 0;
+    if (ioctl(l.fd, SIOCOUTQ, &queued) != 0) queued = 0;
+    const uint64_t acked = l.bytes - std::min<uint64_t>(l.bytes, static_cast<uint64_t>(std::max(queued, 0)));
+    while (!holdForTest_ && !l.held.empty() && l.held.front().at + sizeof(Frame) + l.held.front().head.len <= acked)
+      l.held.pop_front();
+    if (acked != l.ackedAt || queued <= 0) {
+      l.ackedAt = acked;
+      l.stillUs = now;
+      continue;
+    }
+    if (now - l.stillUs < laneTimeoutUs_ || !retransmitting(l.fd)) continue;
+    char why[128];
+    snprintf(why, sizeof(why), "no byte acknowledged for %llu ms while TCP retransmits",
+             static_cast<unsigned long long>((now - l.stillUs) / 1000));
+    if (!failLane(i, acked, why)) return false;
+  }
+  return true;
+}
+
+bool SocketStream::failLaneForTest(size_t lane, double share) {
+  if (!failover_ || lane >= lanes_.size() || lanes_[lane].dead) return false;
+  const Lane& l = lanes_[lane];
+  const uint64_t oldest = l.held.empty() ? l.bytes : l.held.front().at;
+  const double s = std::min(std::max(share, 0.0), 1.0);
+  if (failLane(lane, oldest + static_cast<uint64_t>(s * static_cast<double>(l.bytes - oldest)), "a test gave it up"))
+    return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  broken_ = true;  // as moveSend's failure makes it
+  return false;
+}
+
+// Gives lane i up, its peer having `acked` of its bytes: the frame it was
+// writing counts as moved (its copy goes again), and a cut ("lane i ends at
+// acked"), then every held frame the peer lacks (the unacknowledged tail of
+// the one that straddles the cut) and the lane's loose frames, go in order
+// over the live lane with the fewest bytes unacknowledged. False: none is left.
+bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
+  Lane& l = lanes_[i];
+  if (l.writing && l.req) finished(l.req, l.head.len);
+  l.req = nullptr;
+  l.writing = false;
+  l.blocked = false;
+  l.dead = true;
+  ++deadLanes_;
+  std::deque<Held> again;
+  Held cut;
+  cut.head = {static_cast<uint32_t>(acked), static_cast<uint32_t>(acked >> 32), static_cast<uint32_t>(i), kCutOffset,
+              0};
+  again.push_back(std::move(cut));
+  size_t bytes = 0;
+  for (Held& h : l.held) {
+    const uint64_t payloadAt = h.at + sizeof(Frame), end = payloadAt + h.head.len;
+    if (end <= acked) continue;  // the peer has it all
+    const uint32_t had = acked > payloadAt ? static_cast<uint32_t>(acked - payloadAt) : 0;
+    if (!isCut(h.head)) {
+      h.head.offset += had;
+      h.head.len -= had;
+      h.payload += had;
+    }
+    bytes += h.head.len;
+    again.push_back(std::move(h));
+  }
+  for (Held& h : l.loose) {
+    bytes += h.head.len;
+    again.push_back(std::move(h));
+  }
+  l.held.clear();
+  l.loose.clear();
+  Lane* to = nullptr;
+  size_t least = SIZE_MAX;
+  for (Lane& o : lanes_) {
+    if (o.dead) continue;
+    int queued = 0;
+    if (ioctl(o.fd, SIOCOUTQ, &queued) != 0) queued = 0;
+    if (static_cast<size_t>(std::max(queued, 0)) < least) {
+      least = static_cast<size_t>(std::max(queued, 0));
+      to = &o;
+    }
+  }
+  if (!to) {
+    WARN("NET/Socket: the last lane of a send connection (%s) failed: %s; no lane is left to carry it",
+         laneName(l.fd).c_str(), why);
+    return false;
+  }
+  WARN("NET/Socket: lane %zu of %zu of a send connection (%s) failed: %s; its %zu bytes the peer lacks go again "
+       "over lane %zu (%s)", i, lanes_.size(), laneName(l.fd).c_str(), why, bytes,
+       static_cast<size_t>(to - lanes_.data()), laneName(to->fd).c_str());
+  for (Held& h : again) to->loose.push_back(std::move(h));
+  return true;
 }
 
 // Writes the frame lane l carries as far as the kernel takes it; blocked
@@ -332,7 +513,7 @@ bool SocketStream::writeFrame(Lane& l) {
   int n = 0;
   if (l.moved < hb) iov[n++] = {reinterpret_cast<char*>(&l.head) + l.moved, hb - l.moved};
   const size_t off = l.moved > hb ? l.moved - hb : 0;
-  if (l.head.len > off) iov[n++] = {l.req->data + l.head.offset + off, l.head.len - off};
+  if (l.head.len > off) iov[n++] = {const_cast<char*>(l.src) + off, l.head.len - off};
   msghdr m{};
   m.msg_iov = iov;
   m.msg_iovlen = n;
@@ -348,9 +529,10 @@ bool SocketStream::writeFrame(Lane& l) {
     l.blocked = true;
     return true;
   }
+  l.writing = false;
   Request* r = l.req;
   l.req = nullptr;
-  finished(r, l.head.len);
+  if (r) finished(r, l.head.len);
   return true;
 }
 
@@ -367,7 +549,7 @@ bool SocketStream::moveRecv(size_t begin, size_t end) {
   int n = 0;
   for (size_t i = begin; i < end; ++i) {
     Lane& l = lanes_[i];
-    if (!recvBlocked(l) && !l.eof && n < kMaxLanes) {
+    if (!recvBlocked(l) && !l.eof && !l.dead && n < kMaxLanes) {
       p[n] = {l.fd, POLLIN, 0};
       which[n++] = &l;
     }
@@ -409,39 +591,139 @@ bool SocketStream::claim(std::list<Staged>::iterator s, Request* r) {
   return true;
 }
 
+// How many of `want` bytes lane l may read now: all, or those before its cut.
+size_t SocketStream::readable(const Lane& l, size_t want) const {
+  return l.cutAt == UINT64_MAX ? want : static_cast<size_t>(std::min<uint64_t>(want, l.cutAt - l.wire));
+}
+
+// A cut notice: lane h.total ends at byte A. Where it has read that far
+// already, it ends now; else once it has (the bytes are in its kernel).
+bool SocketStream::readCut(const Frame& h) {
+  const uint64_t at = (uint64_t{h.tag} << 32) | h.seq;
+  if (h.total >= lanes_.size() || !helpers_.empty()) {
+    WARN("NET/Socket: a cut of lane %u came (%zu lanes%s)", h.total, lanes_.size(),
+         helpers_.empty() ? "" : ", moved by helper threads, which cannot take it");
+    return false;
+  }
+  Lane& k = lanes_[h.total];
+  if (k.dead || k.cutAt != UINT64_MAX) return true;  // a cut sent again: known
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cuts_ = true;
+  }
+  k.cutAt = at;
+  return k.wire >= at ? cutLane(k) : true;
+}
+
+// Lane l ends at its cut A, having read P >= A bytes: the frame it was
+// reading keeps what lay before A; frames it read whole past A give back the
+// bytes past A (they come again, each counted once); nothing more is read
+// from it. False: the cut fell where it no longer knows its frames.
+bool SocketStream::cutLane(Lane& l) {
+  constexpr uint64_t hb = sizeof(Frame);
+  const uint64_t cut = l.cutAt, read = l.wire;
+  const uint64_t current = l.moved ? read - l.moved : read;  // the frame begun, if any
+  std::lock_guard<std::mutex> lock(mu_);
+  if (l.moved >= hb && (l.req || l.staging)) {
+    const uint64_t payloadAt = current + hb;
+    const uint32_t keep = cut > payloadAt ? static_cast<uint32_t>(std::min<uint64_t>(cut - payloadAt, l.moved - hb)) : 0;
+    if (l.req) {
+      l.req->moved += keep;
+      --l.req->frames;
+      if (l.req->complete()) signalDone();
+    } else {
+      Staged& st = *l.stage;
+      stagedBytes_ -= st.head.len - keep;
+      st.head.len = keep;
+      st.full = true;
+      Request* r = st.counted ? posted(st.head.seq) : nullptr;
+      if (r && !claim(l.stage, r)) return false;
+    }
+  }
+  l.req = nullptr;
+  l.staging = false;
+  l.discarding = false;
+  l.moved = 0;
+  l.dead = true;
+  ++eofLanes_;
+  if (read > cut) {
+    if (l.seen.empty() || l.seen.front().at > cut) {
+      WARN("NET/Socket: lane %zu was cut at byte %llu, before the frames it remembers", &l - lanes_.data(),
+           static_cast<unsigned long long>(cut));
+      return false;
+    }
+    for (const Seen& e : l.seen) {
+      if (e.at >= current) break;  // the frame in progress: done above
+      const uint64_t payloadAt = e.at + hb, end = payloadAt + e.head.len;
+      if (end <= cut || isCut(e.head)) continue;
+      const uint32_t over = static_cast<uint32_t>(end - std::max(cut, payloadAt));
+      if (Request* r = posted(e.head.seq)) {
+        r->moved -= over;
+        continue;
+      }
+      for (Staged& st : staged_)
+        if (st.head.seq == e.head.seq && st.head.offset == e.head.offset && st.full) {
+          st.head.len -= over;
+          stagedBytes_ -= over;
+          break;
+        }
+    }
+  }
+  l.seen.clear();
+  return true;
+}
+
 // Reads lane l's frames into their messages until it has no more now, or a
 // frame completes a message (its waiter goes on; what follows, at the next
 // call). A frame whose message is not posted yet goes into a buffer of the
 // stream's (up to kStageBytes in all), so that a lane ahead of the others
-// keeps moving; past that the lane waits for a post (blocked). False: it
-// broke, or it carried what no request can take. The system calls run
-// outside mu_, the bookkeeping inside.
+// keeps moving; past that the lane waits for a post (blocked). A lane with a
+// cut reads up to it. False: it broke, or it carried what no request can
+// take. The system calls run outside mu_, the bookkeeping inside.
 bool SocketStream::readLane(Lane& l) {
   constexpr size_t hb = sizeof(Frame);
   for (;;) {
+    if (l.dead) return true;
+    if (l.wire == l.cutAt) return cutLane(l);
     if (l.moved < hb) {
-      const ssize_t k = recv(l.fd, reinterpret_cast<char*>(&l.head) + l.moved, hb - l.moved, MSG_DONTWAIT);
-      if (k == 0 && l.moved == 0) {  // closed between frames: the others may still hold some
+      const ssize_t k =
+          recv(l.fd, reinterpret_cast<char*>(&l.head) + l.moved, readable(l, hb - l.moved), MSG_DONTWAIT);
+      if (k == 0 && l.moved == 0 && l.cutAt == UINT64_MAX) {  // closed between frames: the others may still hold some
         l.eof = true;
         std::lock_guard<std::mutex> lock(mu_);
         ++eofLanes_;
         return true;
       }
-      if (k == 0) return false;  // closed mid-frame
+      if (k == 0) return false;  // closed mid-frame, or before its cut
       if (k < 0) return socketWouldBlock();
       l.moved += static_cast<size_t>(k);
+      l.wire += static_cast<uint64_t>(k);
       if (l.moved < hb) continue;
+      if (isCut(l.head)) {
+        l.moved = 0;
+        if (lanes_.size() > 1) l.seen.push_back({l.wire - hb, l.head});
+        if (!readCut(l.head)) return false;
+        continue;
+      }
+      if (lanes_.size() > 1) {  // where a cut may fall
+        l.seen.push_back({l.wire - hb, l.head});
+        while (l.seen.size() > kSeenFrames || (l.seen.size() > 1 && l.wire - l.seen[1].at > kSeenBytes))
+          l.seen.pop_front();
+      }
     }
     const Frame& h = l.head;
-    if (!l.req && !l.staging) {
+    if (!l.req && !l.staging && !l.discarding) {
       std::lock_guard<std::mutex> lock(mu_);
       Request* r = posted(h.seq);
       if (!r && h.seq - nextSeq_ >= (1u << 31)) {
-        WARN("NET/Socket: a frame of message %u came, which is complete (the next to be posted is %u)", h.seq,
-             nextSeq_);
-        return false;
-      }
-      if (r) {
+        if (!cuts_) {
+          WARN("NET/Socket: a frame of message %u came, which is complete (the next to be posted is %u)", h.seq,
+               nextSeq_);
+          return false;
+        }
+        l.discarding = true;  // sent again after a cut, and here already: read and dropped
+        if (!sink_) sink_.reset(new char[kSinkBytes]);
+      } else if (r) {
         if (!fits(h, r)) return false;
         r->total = h.total;
         r->framed = true;
@@ -461,15 +743,22 @@ bool SocketStream::readLane(Lane& l) {
     }
     const size_t end = hb + h.len;
     if (l.moved < end) {
-      char* to = l.staging ? l.stage->data.get() : l.req->data + h.offset;
-      const ssize_t k = recv(l.fd, to + (l.moved - hb), end - l.moved, MSG_DONTWAIT);
+      const size_t at = l.moved - hb;
+      char* to = l.discarding ? sink_.get() : l.staging ? l.stage->data.get() + at : l.req->data + h.offset + at;
+      const size_t want = l.discarding ? std::min(end - l.moved, kSinkBytes) : end - l.moved;
+      const ssize_t k = recv(l.fd, to, readable(l, want), MSG_DONTWAIT);
       if (k == 0) return false;
       if (k < 0) return socketWouldBlock();
       l.moved += static_cast<size_t>(k);
+      l.wire += static_cast<uint64_t>(k);
       l.bytes += static_cast<uint64_t>(k);
       if (l.moved < end) continue;
     }
     l.moved = 0;
+    if (l.discarding) {
+      l.discarding = false;
+      continue;
+    }
     if (l.staging) {
       l.staging = false;
       bool complete = false;

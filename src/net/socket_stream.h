@@ -17,6 +17,17 @@
 // and test, so a small message leaves in the call that posts it with no
 // hand-over between threads; with helper threads (NCCL_SOCKET_NTHREADS > 1)
 // each moves its share of the lanes by itself, and test only looks.
+//
+// Failover (a stream over several NICs, ACCL_LANE_TIMEOUT_MS > 0, no helper
+// threads): the sender keeps a copy of each frame until the peer's kernel
+// acknowledged it. A lane with bytes unacknowledged, none acknowledged for
+// ACCL_LANE_TIMEOUT_MS and TCP retransmitting (a port or link gone) is given
+// up: a cut notice ("lane k ends at byte A", A the bytes acknowledged) and
+// every frame past A, or its unacknowledged tail, go over one lane that
+// moves. The receiver reads lane k up to A (acknowledged bytes are in its
+// kernel, link or no link) and no further; bytes it read past A before the
+// notice came are uncounted, to be counted again as they come a second time
+// (a message already complete takes nothing twice).
 #pragma once
 
 #include <poll.h>
@@ -37,8 +48,9 @@ namespace accl {
 
 class SocketStream {
  public:
-  // Takes the sockets (non-blocking, connected, authenticated).
-  SocketStream(std::vector<int> fds, bool send);
+  // Takes the sockets (non-blocking, connected, authenticated); `failover`:
+  // they leave from several NICs (the sender keeps copies; see above).
+  SocketStream(std::vector<int> fds, bool send, bool failover = false);
   ~SocketStream();
   SocketStream(const SocketStream&) = delete;
   SocketStream& operator=(const SocketStream&) = delete;
@@ -53,11 +65,24 @@ class SocketStream {
   // bytes in *size. An error: a lane broke, or the peer sent what no request
   // can take, or (receiving) every lane ended before the request could.
   static ncclResult_t test(void* request, int* done, size_t* size);
+  // A sender with no request outstanding: where it fails over, moves its
+  // lanes (a stalled one is given up, frames held go again). An error: no
+  // lane is left.
+  ncclResult_t progress();
   // The descriptors to poll until the stream can move (at most `max`).
   int pollFds(pollfd* fds, int max) const;
   int lanes() const { return static_cast<int>(lanes_.size()); }
   bool helped() const { return !helpers_.empty(); }
   size_t stagedBytes();  // recv: frames held for messages not posted yet
+  int deadLanes() const { return static_cast<int>(deadLanes_); }
+
+  // Tests: gives up lane `lane` of a sender as if its peer had acknowledged
+  // `share` (0 to 1) of the bytes it still holds. False: it cannot (no
+  // failover, or gone already), or no lane is left.
+  bool failLaneForTest(size_t lane, double share);
+  // Tests: frames stay held whatever the peer acknowledged (so that a cut
+  // can fall behind what the receiver read, as where acknowledgements were lost).
+  void holdForTest() { holdForTest_ = true; }
 
   // Bytes of a message one frame carries where there are several lanes: at
   // least this (a lane's first frames, and a slow lane's), at most kMaxFrameBytes.
@@ -73,6 +98,23 @@ class SocketStream {
     uint32_t total;   // the message's size
     uint32_t offset;  // of this chunk in the message
     uint32_t len;     // of this chunk
+  };
+  // A cut notice is a frame of no payload whose offset is kCutOffset (no
+  // message has such a chunk): lane `total` ends at byte (tag << 32) | seq.
+  static constexpr uint32_t kCutOffset = 0xffffffffu;
+  static bool isCut(const Frame& h) { return h.offset == kCutOffset && h.len == 0; }
+  // A frame a sender holds (failover): written or to be written, its payload
+  // in memory of its own; `at`: where on its lane its head starts.
+  struct Held {
+    Frame head;
+    std::unique_ptr<char[]> keep;
+    const char* payload = nullptr;
+    uint64_t at = 0;
+  };
+  // A frame a receiver read the head of (several lanes): where, on its lane.
+  struct Seen {
+    uint64_t at;
+    Frame head;
   };
   struct Request {
     SocketStream* stream;
@@ -100,7 +142,18 @@ class SocketStream {
     int fd;
     Frame head{};
     size_t moved = 0;           // of the frame: head, then payload
-    Request* req = nullptr;     // whose frame it carries (recv: once the head names it)
+    Request* req = nullptr;     // whose frame it carries (recv: once the head names it; send: null for a held one)
+    bool writing = false;       // send: a frame begun (its payload at src)
+    const char* src = nullptr;
+    bool dead = false;          // send: given up (failover); recv: cut (nothing more is read from it)
+    std::deque<Held> held;      // send, failover: written frames the peer may not have, oldest first
+    std::deque<Held> loose;     // send: frames of no request to write before any new one (a cut and what follows)
+    uint64_t ackedAt = 0;       // send, failover: bytes acknowledged at the last look,
+    uint64_t stillUs = 0;       // and since when no more
+    uint64_t wire = 0;          // recv: bytes read, heads too
+    uint64_t cutAt = UINT64_MAX;  // recv: its sender gave it up here (read up to it, no further)
+    bool discarding = false;    // recv: its frame is of a message complete already (sent again): read, dropped
+    std::deque<Seen> seen;      // recv, several lanes: its recent frames (where a cut may fall)
     bool staging = false;       // recv: its frame goes into `stage` (its message not posted yet)
     std::list<Staged>::iterator stage;
     bool blocked = false;       // send: no room; recv: its next frame waits for a post (until posts_ moves)
@@ -129,6 +182,13 @@ class SocketStream {
 
   ncclResult_t test(Request* r, int* done, size_t* size);
   bool moveSend(size_t begin, size_t end, size_t* turn);
+  void beginFrame(Lane& l, Request* r);
+  void beginHeld(Lane& l);
+  bool checkLanes(uint64_t nowUs);
+  bool failLane(size_t lane, uint64_t acked, const char* why);
+  bool cutLane(Lane& l);
+  bool readCut(const Frame& h);
+  size_t readable(const Lane& l, size_t want) const;
   bool moveRecv(size_t begin, size_t end);
   bool writeFrame(Lane& l);
   bool readLane(Lane& l);
@@ -145,6 +205,12 @@ class SocketStream {
   bool claim(std::list<Staged>::iterator s, Request* r);
 
   bool send_;
+  bool failover_;                 // send: copies kept, stalled lanes given up
+  uint64_t laneTimeoutUs_ = 0;    // ACCL_LANE_TIMEOUT_MS
+  uint64_t checkedUs_ = 0;        // send, failover: the last look at the lanes
+  size_t deadLanes_ = 0;
+  bool holdForTest_ = false;
+  std::unique_ptr<char[]> sink_;  // recv: where dropped payload goes
   std::vector<Lane> lanes_;
   std::vector<std::unique_ptr<Helper>> helpers_;
   int doneFd_ = -1;                // helpers: an eventfd a request's completion (or a failure) writes
@@ -154,7 +220,8 @@ class SocketStream {
 
   std::mutex mu_;  // what follows (the caller's, and every helper's)
   bool broken_ = false;
-  size_t eofLanes_ = 0;         // recv: lanes the peer closed; all of them: nothing more comes
+  size_t eofLanes_ = 0;         // recv: lanes the peer closed or cut; all of them: nothing more comes
+  bool cuts_ = false;           // recv: a lane was cut (frames may come twice)
   std::deque<Request*> queue_;  // posted, oldest first
   uint32_t nextSeq_ = 0;        // the next posted message's number
   std::list<Staged> staged_;    // recv: frames ahead of the posts, oldest first

@@ -394,6 +394,7 @@ class NetConnection : public Connection {
       fifoPostHead(fifo.ctrl, ++sent_);
       m = Moved::Some;
     }
+    if (sent_ == issued_ && net_->progress(data_) != ncclSuccess) return failed();  // bytes the peer may lack
     return m;
   }
 

@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -303,6 +305,42 @@ def test_two_planes_declared_and_all_four_ports_used():
         for host, ports in _tx_by_port(net, before).items():
             assert sorted(ports) == ["nic0p0", "nic0p1", "nic1p0", "nic1p1"]
             assert min(ports.values()) > 0.1 * sum(ports.values()), (host, ports)
+    finally:
+        net.down()
+
+
+@pytest.mark.timeout(180)
+def test_a_port_that_dies_mid_run_fails_over_to_the_other_plane():
+    """1 rail x 2 planes, one rank per host: each connection's sockets leave
+    from both ports. Host 1's plane-1 port goes down while allreduces run:
+    each side's socket over it is given up once nothing was acknowledged for
+    ACCL_LANE_TIMEOUT_MS while TCP retransmits, what the peer lacked goes
+    again over plane 0, and every result is exact."""
+    net = emunet(hosts=2, nics=1, planes=2, rate="400mbit")
+    try:
+        env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "60"}
+        res = {}
+        run = threading.Thread(target=lambda: res.update(r=net.launch(
+            [sys.executable, "-m", "accl.perf", "allreduce", "-b", "32M", "-e", "32M", "-n", "16", "-w", "1",
+             "-c", "1", "-d", "int32"], timeout=150, env=env)))
+        run.start()
+        start = net.hosts[1].counters()["nic0p1"][0]
+        until = time.monotonic() + 60
+        while net.hosts[1].counters()["nic0p1"][0] - start < 40 << 20 and run.is_alive():
+            assert time.monotonic() < until, "the run did not start crossing plane 1"
+            time.sleep(0.05)
+        assert run.is_alive(), "the run ended before the port could go down"
+        net.set_link(1, 0, 1, up=False)
+        after = net.hosts[1].counters()
+        run.join()
+        results = res["r"]
+        out = "\n".join(r.stdout[-3000:] for r in results)
+        assert all(r.returncode == 0 for r in results), out
+        assert "# Out of bounds values : 0 OK" in results[0].stdout, out
+        for r in results:
+            assert "no byte acknowledged for" in r.stdout and "go again over lane 0" in r.stdout, r.stdout[-3000:]
+        moved = net.hosts[1].counters()["nic0p0"][0] - after["nic0p0"][0]
+        assert moved > 32 << 20, moved  # the rest of the run crossed plane 0
     finally:
         net.down()
 
