@@ -31,15 +31,17 @@ int acclQueryMode(char* reason, size_t len);
 
 /* The tuner's cost model (docs/tuning.md): predicted microseconds for one call
  * of `collective` ("allreduce", "broadcast", "reduce", "allgather",
- * "reducescatter", "sendrecv") with algorithm `algorithm` ("ring" or "tree",
- * tree for allreduce only) moving `bytes` (the call's count x element size) on
- * nranks ranks spread over nhosts hosts. ncclInvalidArgument for unknown names
- * or impossible sizes. */
+ * "reducescatter", "sendrecv") with algorithm `algorithm` ("ring", "tree" or
+ * "hier"; tree and hier for allreduce only, hier where nhosts >= 2 hosts hold
+ * nranks / nhosts >= 2 ranks each) moving `bytes` (the call's count x element
+ * size) on nranks ranks spread over nhosts hosts. ncclInvalidArgument for
+ * unknown names or impossible sizes. */
 ncclResult_t acclTunerPredict(const char* collective, const char* algorithm, size_t bytes, int nranks, int nhosts,
                               double* microseconds);
 
-/* The algorithm the tuner picks for that call when NCCL_ALGO allows everything:
- * writes "ring" or "tree" (NUL-terminated) into `algorithm`. */
+/* The algorithm the tuner picks for that call when NCCL_ALGO allows everything
+ * (hosts taken to hold nranks / nhosts ranks each): writes "ring", "tree" or
+ * "hier" (NUL-terminated) into `algorithm`. */
 ncclResult_t acclTunerChoose(const char* collective, size_t bytes, int nranks, int nhosts, char* algorithm,
                              size_t len);
 

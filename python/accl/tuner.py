@@ -24,5 +24,5 @@ def predict(collective: str, algorithm: str, nbytes: int, nranks: int, nhosts: i
 
 
 def choose(collective: str, nbytes: int, nranks: int, nhosts: int = 1) -> str:
-    """The algorithm ("ring" or "tree") the tuner picks when NCCL_ALGO allows both."""
+    """The algorithm ("ring", "tree" or "hier") the tuner picks when NCCL_ALGO allows every one."""
     return _accl.tuner_choose(collective, int(nbytes), int(nranks), int(nhosts))

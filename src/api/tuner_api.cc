@@ -36,6 +36,10 @@ ncclResult_t checkShape(const char* fn, const char* collective, int nranks, int 
   return ncclSuccess;
 }
 
+// The hierarchical allreduce's shape, as far as counts tell: several hosts of
+// as many ranks each, two or more.
+bool hierFits(int nranks, int nhosts) { return nhosts >= 2 && nranks % nhosts == 0 && nranks / nhosts >= 2; }
+
 }  // namespace
 
 extern "C" ncclResult_t acclTunerPredict(const char* collective, const char* algorithm, size_t bytes, int nranks,
@@ -47,12 +51,16 @@ extern "C" ncclResult_t acclTunerPredict(const char* collective, const char* alg
     return ncclInvalidArgument;
   }
   accl::Algo algo;
+  const bool allreduce = kind == accl::CollKind::AllReduce;
   if (algorithm && strcasecmp(algorithm, "ring") == 0) algo = accl::Algo::Ring;
-  else if (algorithm && strcasecmp(algorithm, "tree") == 0 && kind == accl::CollKind::AllReduce)
+  else if (algorithm && strcasecmp(algorithm, "tree") == 0 && allreduce)
     algo = accl::Algo::Tree;
+  else if (algorithm && strcasecmp(algorithm, "hier") == 0 && allreduce && hierFits(nranks, nhosts))
+    algo = accl::Algo::Hier;
   else {
-    WARN("acclTunerPredict: algorithm '%s' is not available for %s (ring%s)", algorithm ? algorithm : "(null)",
-         collective, kind == accl::CollKind::AllReduce ? ", tree" : "");
+    WARN("acclTunerPredict: algorithm '%s' is not available for %s on %d ranks, %d hosts (ring%s%s)",
+         algorithm ? algorithm : "(null)", collective, nranks, nhosts, allreduce ? ", tree" : "",
+         allreduce && hierFits(nranks, nhosts) ? ", hier" : "");
     return ncclInvalidArgument;
   }
   *microseconds = accl::predictUs(kind, algo, bytes, nranks, nhosts);
@@ -67,9 +75,9 @@ extern "C" ncclResult_t acclTunerChoose(const char* collective, size_t bytes, in
     WARN("acclTunerChoose: algorithm buffer is NULL or shorter than 5 bytes");
     return ncclInvalidArgument;
   }
-  bool tree = kind == accl::CollKind::AllReduce &&
-              accl::predictUs(kind, accl::Algo::Tree, bytes, nranks, nhosts) <
-                  accl::predictUs(kind, accl::Algo::Ring, bytes, nranks, nhosts);
-  snprintf(algorithm, len, "%s", tree ? "tree" : "ring");
+  const bool allreduce = kind == accl::CollKind::AllReduce;
+  const accl::Algo best =
+      accl::fastestAlgo(kind, bytes, nranks, nhosts, true, allreduce, allreduce && hierFits(nranks, nhosts));
+  snprintf(algorithm, len, "%s", accl::algoName(best));
   return ncclSuccess;
 }

@@ -11,6 +11,11 @@
 
 namespace accl {
 
+RingPath commRing(ncclComm* comm) {
+  Ring& r = comm->ring;
+  return {&r.order, r.position, r.send.get(), r.recv.get()};
+}
+
 void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Reducer& red) {
   red.prepare(out, in, count, esize);
   red.finish(out, count);
@@ -53,13 +58,16 @@ ncclResult_t runCollective(const CollArgs& call) {
          "(ring%s)", a.opName, collName(a.kind), paramString(Param::Algo), a.kind == CollKind::AllReduce ? ", tree" : "");
     return ncclInvalidUsage;
   }
-  TRACE(kColl, "%s count %zu %s algo %s", a.opName, a.count, typeName(a.type), algo == Algo::Tree ? "tree" : "ring");
+  TRACE(kColl, "%s count %zu %s algo %s", a.opName, a.count, typeName(a.type), algoName(algo));
   switch (a.kind) {
-    case CollKind::AllReduce: return algo == Algo::Tree ? treeAllReduce(a, red) : ringAllReduce(a, red);
+    case CollKind::AllReduce:
+      return algo == Algo::Tree ? treeAllReduce(a, red)
+             : algo == Algo::Hier ? hierAllReduce(a, red)
+                                  : ringAllReduce(a, red, commRing(a.comm));
     case CollKind::Broadcast: return ringBroadcast(a);
     case CollKind::Reduce: return ringReduce(a, red);
-    case CollKind::AllGather: return ringAllGather(a);
-    case CollKind::ReduceScatter: return ringReduceScatter(a, red);
+    case CollKind::AllGather: return ringAllGather(a, commRing(a.comm));
+    case CollKind::ReduceScatter: return ringReduceScatter(a, red, commRing(a.comm));
     default: return ncclInternalError;
   }
 }

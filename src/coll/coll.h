@@ -14,6 +14,22 @@ struct ncclComm;
 
 namespace accl {
 
+class Connection;
+
+// A ring as the ring algorithms walk it: the block each position owns, in
+// ring order (the communicator's ring: its ranks; a ring of the hierarchical
+// allreduce: places within a host, or hosts), this rank's position, and its
+// connections to the next and from the previous.
+struct RingPath {
+  const std::vector<int>* blocks;
+  int position;
+  Connection* send;
+  Connection* recv;
+  int size() const { return static_cast<int>(blocks->size()); }
+  int mine() const { return (*blocks)[position]; }
+};
+RingPath commRing(ncclComm* comm);
+
 // The sends and receives of such a call (an in-place all-to-all's from a copy
 // of its input, which the ops hold in `keep`).
 ncclResult_t asSendRecv(const CollArgs& a, std::vector<CollArgs>* ops);
@@ -28,11 +44,12 @@ ncclResult_t runP2p(ncclComm* comm, const std::vector<CollArgs>& ops);
 void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Reducer& red);
 
 // The algorithms (one file each).
-ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red);
+ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red, const RingPath& ring);
 ncclResult_t treeAllReduce(const CollArgs& a, const Reducer& red);
+ncclResult_t hierAllReduce(const CollArgs& a, const Reducer& red);
 ncclResult_t ringBroadcast(const CollArgs& a);
 ncclResult_t ringReduce(const CollArgs& a, const Reducer& red);
-ncclResult_t ringAllGather(const CollArgs& a);
-ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red);
+ncclResult_t ringAllGather(const CollArgs& a, const RingPath& ring);
+ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red, const RingPath& ring);
 
 }  // namespace accl

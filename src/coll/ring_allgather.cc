@@ -10,20 +10,19 @@
 
 namespace accl {
 
-ncclResult_t ringAllGather(const CollArgs& a) {
+ncclResult_t ringAllGather(const CollArgs& a, const RingPath& ring) {
   ncclComm* comm = a.comm;
   const size_t blockBytes = a.count * typeSize(a.type);
-  const int n = comm->nranks;
+  const int n = ring.size();
   const char* src = static_cast<const char*>(a.sendbuff);
   char* dst = static_cast<char*>(a.recvbuff);
-  Ring& ring = comm->ring;
-  char* mine = dst + static_cast<size_t>(comm->rank) * blockBytes;
+  char* mine = dst + static_cast<size_t>(ring.mine()) * blockBytes;
   if (src != mine) memcpy(mine, src, blockBytes);  // in place: sendbuff is already our block
   if (n == 1) return ncclSuccess;
   Reducer none;
-  Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), &none, 1);
+  Primitives prims(comm, a.opName, ring.recv, ring.send, &none, 1);
   const int pos = ring.position;
-  auto blockOf = [&](int k) { return ring.order[(pos + n - k) % n]; };  // rank whose block moves at step k
+  auto blockOf = [&](int k) { return (*ring.blocks)[(pos + n - k) % n]; };  // the block moving at step k
   const size_t chunk = prims.maxChunkBytes();
   for (size_t off = 0; off < blockBytes; off += chunk) {
     size_t len = std::min(chunk, blockBytes - off);

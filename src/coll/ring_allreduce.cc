@@ -12,18 +12,17 @@
 
 namespace accl {
 
-ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red) {
+ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red, const RingPath& ring) {
   ncclComm* comm = a.comm;
   const size_t esize = typeSize(a.type);
-  const int n = comm->nranks;
+  const int n = ring.size();
   const char* src = static_cast<const char*>(a.sendbuff);
   char* dst = static_cast<char*>(a.recvbuff);
   if (n == 1) {
     reduceAlone(src, dst, a.count, esize, red);
     return ncclSuccess;
   }
-  Ring& ring = comm->ring;
-  Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), &red, esize);
+  Primitives prims(comm, a.opName, ring.recv, ring.send, &red, esize);
   // Chunks are whole elements and, where possible, whole cache lines.
   const size_t chunkElems = prims.maxChunkBytes() / esize;
   const size_t align = std::max<size_t>(1, 64 / esize);

@@ -11,22 +11,21 @@
 
 namespace accl {
 
-ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red) {
+ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red, const RingPath& ring) {
   ncclComm* comm = a.comm;
   const size_t esize = typeSize(a.type);
   const size_t blockBytes = a.count * esize;
-  const int n = comm->nranks;
+  const int n = ring.size();
   const char* src = static_cast<const char*>(a.sendbuff);
   char* dst = static_cast<char*>(a.recvbuff);
-  Ring& ring = comm->ring;
   if (n == 1) {
     reduceAlone(src, dst, a.count, esize, red);
     return ncclSuccess;
   }
-  Primitives prims(comm, a.opName, ring.recv.get(), ring.send.get(), &red, esize);
+  Primitives prims(comm, a.opName, ring.recv, ring.send, &red, esize);
   const int pos = ring.position;
   auto input = [&](int k) {  // our input block for the block moving at step k
-    return src + static_cast<size_t>(ring.order[(pos + n - k) % n]) * blockBytes;
+    return src + static_cast<size_t>((*ring.blocks)[(pos + n - k) % n]) * blockBytes;
   };
   const size_t chunk = prims.maxChunkBytes() / esize * esize;
   for (size_t off = 0; off < blockBytes; off += chunk) {

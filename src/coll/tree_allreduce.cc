@@ -152,7 +152,7 @@ ncclResult_t exchangeAllReduce(const CollArgs& a, const Reducer& red) {
 
 ncclResult_t treeAllReduce(const CollArgs& a, const Reducer& red) {
   ncclComm* comm = a.comm;
-  if (comm->nranks == 1) return ringAllReduce(a, red);
+  if (comm->nranks == 1) return ringAllReduce(a, red, commRing(comm));
   if (comm->nranks == 2) return exchangeAllReduce(a, red);
   NCCLCHECK(setupTrees(comm));
   const size_t esize = typeSize(a.type);

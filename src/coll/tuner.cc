@@ -27,7 +27,8 @@ constexpr size_t kExchangeCacheBytes = 256 << 10;
 
 const char* const kCollTokens[7] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "send", "recv"};
 // Algorithm names NCCL knows; those ACCL does not have are accepted and simply never available.
-const char* const kAlgoTokens[] = {"ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"};
+// Then ACCL's own: "hier", the hierarchical allreduce (coll/hier_allreduce.cc).
+const char* const kAlgoTokens[] = {"ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat", "hier"};
 const char* const kProtoTokens[] = {"ll", "ll128", "simple"};
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -105,11 +106,12 @@ double log2ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<dou
 }  // namespace
 
 bool parseAlgoSpec(const char* spec, AlgoMask* out, std::string* error) {
-  std::vector<std::set<int>> enabled(7, std::set<int>{0, 1, 2, 3, 4, 5, 6});
+  std::vector<std::set<int>> enabled(7, std::set<int>{0, 1, 2, 3, 4, 5, 6, 7});
   if (!parseSpec(spec, kAlgoTokens, "NCCL_ALGO", &enabled, error)) return false;
   for (int c = 0; c < 7; ++c) {
     out->ring[c] = enabled[c].count(0) > 0;
     out->tree[c] = enabled[c].count(1) > 0;
+    out->hier[c] = enabled[c].count(7) > 0;
   }
   return true;
 }
@@ -120,6 +122,15 @@ bool parseProtoSpec(const char* spec, std::string* error) {
 
 double predictUs(CollKind kind, Algo algo, size_t bytes, int n, int nhosts) {
   if (n <= 1) return 0.5;
+  if (algo == Algo::Hier) {
+    // A reduce-scatter and an allgather of S/L blocks among each host's L
+    // ranks, and a ring allreduce of S/L among the H ranks of each rail, all
+    // rails at once (each rank over its own NIC).
+    const int local = n / nhosts;
+    const size_t block = bytes / static_cast<size_t>(local);
+    return 2 * predictUs(CollKind::ReduceScatter, Algo::Ring, block, local, 1) +
+           predictUs(CollKind::AllReduce, Algo::Ring, block, nhosts, nhosts);
+  }
   // The slowest link of a ring or tree that spans hosts is a network link.
   const LinkModel& l = nhosts > 1 ? kNetLink : kShmLink;
   const double perByteUs = 1e-3 / l.gbps;  // us per byte
@@ -161,15 +172,27 @@ Algo chooseAlgo(const CollArgs& a) {
   const int c = static_cast<int>(a.kind);
   if (runsAsSendRecv(a.kind)) return Algo::Ring;  // sends and receives: NCCL_ALGO does not apply
   if (!mask.allowsAny(a.kind)) return Algo::Default;
-  const bool treeOk = a.kind == CollKind::AllReduce && mask.tree[c];
-  const bool ringOk = mask.ring[c];
-  if (!treeOk) return Algo::Ring;
-  if (!ringOk) return Algo::Tree;
-  size_t bytes = a.count * typeSize(a.type);
-  return predictUs(a.kind, Algo::Tree, bytes, a.comm->nranks, a.comm->nhosts) <
-                 predictUs(a.kind, Algo::Ring, bytes, a.comm->nranks, a.comm->nhosts)
-             ? Algo::Tree
-             : Algo::Ring;
+  const bool allreduce = a.kind == CollKind::AllReduce;
+  // hier needs hosts of two ranks or more each, as many on every host, and
+  // a block per rank; where it cannot run, ring stands in for it.
+  const bool hierOk = allreduce && mask.hier[c] && hierShape(a.comm) && a.count >= static_cast<size_t>(a.comm->nranks);
+  const bool treeOk = allreduce && mask.tree[c];
+  const bool ringOk = mask.ring[c] || (allreduce && mask.hier[c] && !treeOk && !hierOk);
+  return fastestAlgo(a.kind, a.count * typeSize(a.type), a.comm->nranks, a.comm->nhosts, ringOk, treeOk, hierOk);
+}
+
+Algo fastestAlgo(CollKind kind, size_t bytes, int nranks, int nhosts, bool ring, bool tree, bool hier) {
+  Algo best = Algo::Ring;
+  double bestUs = -1;
+  for (Algo algo : {Algo::Ring, Algo::Tree, Algo::Hier}) {
+    if (!(algo == Algo::Ring ? ring : algo == Algo::Tree ? tree : hier)) continue;
+    const double us = predictUs(kind, algo, bytes, nranks, nhosts);
+    if (bestUs < 0 || us < bestUs) {
+      best = algo;
+      bestUs = us;
+    }
+  }
+  return best;
 }
 
 }  // namespace accl

@@ -31,4 +31,11 @@ bool directAllowed();
 // (with a WARN) if NCCL_ALGO leaves none available.
 Algo chooseAlgo(const CollArgs& a);
 
+// Whether the hierarchical allreduce can run on `comm`: two hosts or more,
+// each with the same number of ranks, two or more (coll/hier_allreduce.cc).
+bool hierShape(const ncclComm* comm);
+
+// Of the algorithms allowed, the one predicted fastest (ring where none is).
+Algo fastestAlgo(CollKind kind, size_t bytes, int nranks, int nhosts, bool ring, bool tree, bool hier);
+
 }  // namespace accl

@@ -101,6 +101,7 @@ struct Registration {
 enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3, kTagRma = 4,
                      kTagHostDirect = 5,  // names the host direct collectives' slots (coll/host_direct.h)
                      kTagDevShare = 6,    // names the device registrations' tables (coll/dev_share.h)
+                     kTagHierLocal = 7, kTagHierRail = 8,  // the hierarchical allreduce's rings (within a host; a rail's hosts)
                      kTagDevice = 16, kTagDevRing = 16, kTagDevP2p = 17 };  // >= kTagDevice: device connectors
 
 }  // namespace accl
@@ -171,6 +172,7 @@ struct ncclComm {
   uint64_t opCount = 0;
   int nhosts = 1;              // distinct host identities among the ranks
   accl::TopologyPtr topo;      // several hosts: their NICs' rails, the ring's order (topo/topo.h)
+  accl::HierPtr hier;          // the hierarchical allreduce's rings, from its first call (coll/hier_allreduce.cc)
   accl::NetBackend* net = nullptr;  // the network ncclConfig_t.netName names (null: the process's, netBackend())
   accl::AlgoMask algoMask;     // NCCL_ALGO: what every rank's allows (commInit)
   size_t slotBytes = 0;        // of every FIFO: the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE)

@@ -33,6 +33,12 @@ struct TopologyDeleter {
 };
 using TopologyPtr = std::unique_ptr<Topology, TopologyDeleter>;
 
+struct Hier;  // coll/hier_allreduce.cc: the hierarchical allreduce's rings (from its first call)
+struct HierDeleter {
+  void operator()(Hier* h) const;
+};
+using HierPtr = std::unique_ptr<Hier, HierDeleter>;
+
 class NetBackend;  // net/net.h: a communicator's network (ncclConfig_t.netName), not owned
 
 class HostDirect;  // coll/host_direct.h: the direct collectives of host mode

@@ -15,7 +15,8 @@ struct ncclComm;
 namespace accl {
 
 enum class CollKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Send, Recv, AllToAll, Gather, Scatter };
-enum class Algo { Default = -1, Ring = 0, Tree = 1 };
+enum class Algo { Default = -1, Ring = 0, Tree = 1, Hier = 2 };
+inline const char* algoName(Algo a) { return a == Algo::Tree ? "tree" : a == Algo::Hier ? "hier" : "ring"; }
 
 struct CollArgs {
   CollKind kind;
@@ -51,22 +52,26 @@ bool runsAsSendRecv(CollKind k);
 struct AlgoMask {
   bool ring[7] = {true, true, true, true, true, true, true};  // indexed by CollKind
   bool tree[7] = {true, true, true, true, true, true, true};
+  bool hier[7] = {true, true, true, true, true, true, true};  // ACCL's own token, "hier"
 
-  // Whether `k` has an algorithm left (ACCL's tree is allreduce's alone).
+  // Whether `k` has an algorithm left (ACCL's tree and hier are allreduce's
+  // alone; hier needs hosts of equal ranks, which ring is the fallback of).
   bool allowsAny(CollKind k) const {
     const int c = static_cast<int>(k);
-    return ring[c] || (k == CollKind::AllReduce && tree[c]);
+    return ring[c] || (k == CollKind::AllReduce && (tree[c] || hier[c]));
   }
-  // As bits (ring: bit c, tree: bit 8 + c), for the ranks to compare at init.
+  // As bits (ring: bit c, tree: bit 8 + c, hier: bit 16 + c), for the ranks to compare at init.
   uint32_t bits() const {
     uint32_t b = 0;
-    for (int c = 0; c < 7; ++c) b |= (ring[c] ? 1u << c : 0u) | (tree[c] ? 1u << (8 + c) : 0u);
+    for (int c = 0; c < 7; ++c)
+      b |= (ring[c] ? 1u << c : 0u) | (tree[c] ? 1u << (8 + c) : 0u) | (hier[c] ? 1u << (16 + c) : 0u);
     return b;
   }
   void setBits(uint32_t b) {
     for (int c = 0; c < 7; ++c) {
       ring[c] = (b >> c & 1) != 0;
       tree[c] = (b >> (8 + c) & 1) != 0;
+      hier[c] = (b >> (16 + c) & 1) != 0;
     }
   }
 };

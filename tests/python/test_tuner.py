@@ -33,6 +33,24 @@ def test_choice_follows_the_model():
     assert accl.tuner.choose("broadcast", 8, 16) == "ring"  # the only algorithm there
 
 
+def test_hierarchical_allreduce_in_the_model():
+    # H hosts of L ranks: a reduce-scatter and an allgather of S/L within the
+    # host (shared memory), a ring allreduce of S/L along each rail.
+    shm, net = accl.tuner.CONSTANTS["shm"], accl.tuner.CONSTANTS["net"]
+    s, hosts, local = 1 << 24, 2, 4
+    block = s // local
+    want = 2 * ((local - 1) * shm["alpha_us"] + (local - 1) * block / (shm["gbps"] * 1e3)) + \
+        2 * (hosts - 1) * net["alpha_us"] + 2 * (hosts - 1) / hosts * block / (net["gbps"] * 1e3)
+    assert accl.tuner.predict("allreduce", "hier", s, 8, nhosts=2) == pytest.approx(want)
+    assert accl.tuner.choose("allreduce", s, 8, nhosts=2) == "hier"
+    assert accl.tuner.choose("allreduce", s, 8, nhosts=8) != "hier"  # one rank per host: nothing to gather
+    for nranks, nhosts in ((8, 1), (5, 2), (2, 2)):  # one host, uneven hosts, hosts of one rank
+        with pytest.raises(accl.InvalidArgumentError):
+            accl.tuner.predict("allreduce", "hier", s, nranks, nhosts=nhosts)
+    with pytest.raises(accl.InvalidArgumentError):
+        accl.tuner.predict("allgather", "hier", s, 8, nhosts=2)
+
+
 def test_bad_names_are_errors():
     with pytest.raises(accl.InvalidArgumentError):
         accl.tuner.predict("allscatter", "ring", 8, 2)
