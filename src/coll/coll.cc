@@ -66,8 +66,9 @@ ncclResult_t runCollective(const CollArgs& call) {
                                   : ringAllReduce(a, red, commRing(a.comm));
     case CollKind::Broadcast: return ringBroadcast(a);
     case CollKind::Reduce: return ringReduce(a, red);
-    case CollKind::AllGather: return ringAllGather(a, commRing(a.comm));
-    case CollKind::ReduceScatter: return ringReduceScatter(a, red, commRing(a.comm));
+    case CollKind::AllGather: return algo == Algo::Hier ? hierAllGather(a) : ringAllGather(a, commRing(a.comm));
+    case CollKind::ReduceScatter:
+      return algo == Algo::Hier ? hierReduceScatter(a, red) : ringReduceScatter(a, red, commRing(a.comm));
     default: return ncclInternalError;
   }
 }

@@ -47,6 +47,8 @@ void reduceAlone(const void* in, void* out, size_t count, size_t esize, const Re
 ncclResult_t ringAllReduce(const CollArgs& a, const Reducer& red, const RingPath& ring);
 ncclResult_t treeAllReduce(const CollArgs& a, const Reducer& red);
 ncclResult_t hierAllReduce(const CollArgs& a, const Reducer& red);
+ncclResult_t hierAllGather(const CollArgs& a);
+ncclResult_t hierReduceScatter(const CollArgs& a, const Reducer& red);
 ncclResult_t ringBroadcast(const CollArgs& a);
 ncclResult_t ringReduce(const CollArgs& a, const Reducer& red);
 ncclResult_t ringAllGather(const CollArgs& a, const RingPath& ring);

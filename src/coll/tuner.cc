@@ -123,10 +123,12 @@ bool parseProtoSpec(const char* spec, std::string* error) {
 double predictUs(CollKind kind, Algo algo, size_t bytes, int n, int nhosts) {
   if (n <= 1) return 0.5;
   if (algo == Algo::Hier) {
+    const int local = n / nhosts;
+    if (kind != CollKind::AllReduce)  // s is the per-rank block: H passes within the host, one along the rail
+      return nhosts * predictUs(kind, Algo::Ring, bytes, local, 1) + predictUs(kind, Algo::Ring, bytes, nhosts, nhosts);
     // A reduce-scatter and an allgather of S/L blocks among each host's L
     // ranks, and a ring allreduce of S/L among the H ranks of each rail, all
     // rails at once (each rank over its own NIC).
-    const int local = n / nhosts;
     const size_t block = bytes / static_cast<size_t>(local);
     return 2 * predictUs(CollKind::ReduceScatter, Algo::Ring, block, local, 1) +
            predictUs(CollKind::AllReduce, Algo::Ring, block, nhosts, nhosts);
@@ -173,11 +175,13 @@ Algo chooseAlgo(const CollArgs& a) {
   if (runsAsSendRecv(a.kind)) return Algo::Ring;  // sends and receives: NCCL_ALGO does not apply
   if (!mask.allowsAny(a.kind)) return Algo::Default;
   const bool allreduce = a.kind == CollKind::AllReduce;
-  // hier needs hosts of two ranks or more each, as many on every host, and
-  // a block per rank; where it cannot run, ring stands in for it.
-  const bool hierOk = allreduce && mask.hier[c] && hierShape(a.comm) && a.count >= static_cast<size_t>(a.comm->nranks);
+  // hier needs hosts of two ranks or more each, as many on every host (and
+  // for allreduce a block per rank); where it cannot run, ring stands in.
+  const bool hierKind = allreduce || a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter;
+  const bool hierOk = hierKind && mask.hier[c] && hierShape(a.comm) &&
+                      (!allreduce || a.count >= static_cast<size_t>(a.comm->nranks));
   const bool treeOk = allreduce && mask.tree[c];
-  const bool ringOk = mask.ring[c] || (allreduce && mask.hier[c] && !treeOk && !hierOk);
+  const bool ringOk = mask.ring[c] || (hierKind && mask.hier[c] && !treeOk && !hierOk);
   return fastestAlgo(a.kind, a.count * typeSize(a.type), a.comm->nranks, a.comm->nhosts, ringOk, treeOk, hierOk);
 }
 

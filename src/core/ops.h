@@ -54,11 +54,13 @@ struct AlgoMask {
   bool tree[7] = {true, true, true, true, true, true, true};
   bool hier[7] = {true, true, true, true, true, true, true};  // ACCL's own token, "hier"
 
-  // Whether `k` has an algorithm left (ACCL's tree and hier are allreduce's
-  // alone; hier needs hosts of equal ranks, which ring is the fallback of).
+  // Whether `k` has an algorithm left (ACCL's tree is allreduce's alone;
+  // hier is allreduce's, allgather's and reducescatter's, and needs hosts of
+  // equal ranks, which ring is the fallback of).
   bool allowsAny(CollKind k) const {
     const int c = static_cast<int>(k);
-    return ring[c] || (k == CollKind::AllReduce && (tree[c] || hier[c]));
+    const bool hierKind = k == CollKind::AllReduce || k == CollKind::AllGather || k == CollKind::ReduceScatter;
+    return ring[c] || (k == CollKind::AllReduce && tree[c]) || (hierKind && hier[c]);
   }
   // As bits (ring: bit c, tree: bit 8 + c, hier: bit 16 + c), for the ranks to compare at init.
   uint32_t bits() const {

@@ -1,6 +1,7 @@
 /* Every collective and point-to-point call of the C API on int32 data whose
  * results are exact, from forked ranks. Usage: collectives NRANKS COUNT.
- * TEST_HOSTS=H puts rank r on emulated host r*H/NRANKS (its NCCL_HOSTID).
+ * TEST_HOSTS=H puts rank r on emulated host r*H/NRANKS (its NCCL_HOSTID);
+ * TEST_HOSTS=-H on host r%H (the hosts' ranks interleaved).
  * Each rank prints "rank R: N passed, M failed"; exit 0 when all ranks pass. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #define NCCL_OS_LINUX           /* ncclResetDebugInit declared */
@@ -205,8 +206,8 @@ static int runRank(ncclUniqueId id, size_t count) {
 static void joinHost(void) {
   const char* h = getenv("TEST_HOSTS");
   char id[32];
-  if (!h || atoi(h) < 1) return;
-  snprintf(id, sizeof(id), "testhost%d", rank * atoi(h) / nranks);
+  if (!h || atoi(h) == 0) return;
+  snprintf(id, sizeof(id), "testhost%d", atoi(h) < 0 ? rank % -atoi(h) : rank * atoi(h) / nranks);
   setenv("NCCL_HOSTID", id, 1);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

@@ -336,19 +336,19 @@ def test_parameters_out_of_range_take_the_default(c_program, env, said):
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("nranks,hosts,algo,hier", [(4, 2, "", True), (6, 3, "allreduce:hier", True),
-                                                    (6, 2, "hier,ring", True), (4, 2, "ring,tree", False),
-                                                    (5, 2, "hier,ring", False)],
-                         ids=["2x2", "3x2-hier", "2x3", "2x2-ring", "uneven"])
+                                                    (6, 2, "hier,ring", True), (6, -2, "hier,ring", True),
+                                                    (4, 2, "ring,tree", False), (5, 2, "hier,ring", False)],
+                         ids=["2x2", "3x2-allreduce", "2x3", "2x3-interleaved", "2x2-ring", "uneven"])
 def test_every_collective_across_hosts_of_several_ranks(c_program, nranks, hosts, algo, hier):
-    # Hosts of as many ranks each take the hierarchical allreduce where
-    # NCCL_ALGO allows it (reduce-scatter within the host, allreduce along
-    # each rank's rail, allgather: every op, PreMulSum and average included,
-    # 4099 elements leaving a remainder); uneven hosts, or ring, the flat ring.
+    # Hosts of as many ranks each take the hierarchical allreduce, allgather
+    # and reducescatter where NCCL_ALGO allows them (every op, PreMulSum and
+    # average included, 4099 elements leaving a remainder; ranks numbered
+    # host by host or interleaved); uneven hosts, or ring, the flat ring.
     env = {"TEST_HOSTS": str(hosts), "NCCL_ALGO": algo, "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO",
            "NCCL_DEBUG_SUBSYS": "COLL"}
     p = run(c_program("collectives"), nranks, 4099, env=env, timeout=150)
     assert _all_ranks_pass(p, nranks), p.stdout[-3000:] + p.stderr[-3000:]
-    said = p.stdout.count("hierarchical allreduce: place") + p.stderr.count("hierarchical allreduce: place")
+    said = p.stdout.count("hierarchical collectives: place") + p.stderr.count("hierarchical collectives: place")
     assert (said >= nranks) if hier else said == 0, p.stderr[-3000:]
 
 

@@ -47,8 +47,14 @@ def test_hierarchical_allreduce_in_the_model():
     for nranks, nhosts in ((8, 1), (5, 2), (2, 2)):  # one host, uneven hosts, hosts of one rank
         with pytest.raises(accl.InvalidArgumentError):
             accl.tuner.predict("allreduce", "hier", s, nranks, nhosts=nhosts)
+    # allgather and reducescatter (s per rank): H passes within the host, one along the rail
+    ring_local = accl.tuner.predict("allgather", "ring", s, local)
+    ring_rail = accl.tuner.predict("allgather", "ring", s, hosts, nhosts=hosts)
+    for coll in ("allgather", "reducescatter"):
+        assert accl.tuner.predict(coll, "hier", s, 8, nhosts=2) == pytest.approx(hosts * ring_local + ring_rail)
+        assert accl.tuner.choose(coll, s, 8, nhosts=2) == "hier"
     with pytest.raises(accl.InvalidArgumentError):
-        accl.tuner.predict("allgather", "hier", s, 8, nhosts=2)
+        accl.tuner.predict("broadcast", "hier", s, 8, nhosts=2)
 
 
 def test_bad_names_are_errors():
