@@ -44,10 +44,11 @@ class NetBackend {
   // Physical devices: 0 to devices()-1. Merged ones (makeVDevice) come after.
   virtual int devices() = 0;
   virtual ncclResult_t properties(int dev, NetDeviceProps* out) = 0;
-  // A device that carries each connection over all of devs (up to 4, or 8
-  // for a v12 plugin, as NCCL merges a NIC's ports); the same set gives the
-  // same device. A backend that cannot merge says so (ncclInvalidUsage),
-  // without a WARN.
+  // A device that carries each connection over all of devs (up to
+  // maxVDeviceNics(): ACCL's sockets 16, or 4 where any interface is IPv6; a
+  // plugin 4, or 8 for v12, as NCCL merges a NIC's ports); the same set
+  // gives the same device. A backend that cannot merge says so
+  // (ncclInvalidUsage), without a WARN.
   virtual ncclResult_t makeVDevice(const int* devs, int n, int* vdev) { return ncclInvalidUsage; }
   // The most devices makeVDevice merges (1: it cannot).
   virtual int maxVDeviceNics() const { return 1; }

@@ -41,61 +41,81 @@
 namespace accl {
 namespace {
 
-constexpr uint32_t kMagic = 0x746e6361;  // "acnt"
+constexpr uint32_t kMagic = 0x32746e61;  // "ant2": handles of 16 IPv4 or 4 IPv6 addresses
 constexpr char kLabel[] = "ACCL net connection";
 constexpr size_t kNonceBytes = 16;
 constexpr size_t kConnIdBytes = 8;
-constexpr int kMaxDevsPerNic = 4;  // NCCL_NET_MAX_DEVS_PER_NIC: the NICs one device may merge
+// The NICs one device may merge: as many as the handle carries addresses of
+// (NCCL's NCCL_NET_MAX_DEVS_PER_NIC is 4; an HPN host has 8 NICs of 2 ports).
+constexpr int kMaxV4Nics = 16;
+constexpr int kMaxV6Nics = 4;
 constexpr int kMaxLanes = 64;      // NCCL's most sockets per connection
 constexpr size_t kMaxPending = 2 * kMaxLanes;  // lanes being accepted whose proof has not come in full
 constexpr int kPendingGraceMs = 100;  // past this, a silent pending lane may be dropped for a newer one
 
-// An address as the handle carries it (the handle holds kMaxDevsPerNic of them in 128 bytes).
-struct WireAddr {
-  uint16_t family;
-  uint16_t port;  // network order
-  uint32_t scope;  // IPv6's interface
+// Addresses as the handle carries them (port in network order).
+struct V4Addr {
+  uint8_t ip[4];
+  uint8_t port[2];
+};
+struct V6Addr {
   uint8_t ip[16];
+  uint32_t scope;  // the interface of a link-local address
+  uint8_t port[2];
+  uint8_t pad[2];
 };
 
-WireAddr toWire(const SockAddr& a) {
-  WireAddr w{};
-  w.family = a.sa.sa_family;
-  if (a.sa.sa_family == AF_INET) {
-    w.port = a.sin.sin_port;
-    memcpy(w.ip, &a.sin.sin_addr, 4);
-  } else {
-    w.port = a.sin6.sin6_port;
-    w.scope = a.sin6.sin6_scope_id;
+// The handle, as it travels: the listener's nonce and where to connect, one
+// address per NIC of its device, all of one family.
+struct Handle {
+  uint32_t magic;
+  uint8_t nics;
+  uint8_t v6;  // the addresses are IPv6 ones
+  uint8_t pad[2];
+  uint8_t nonce[kNonceBytes];
+  union {
+    V4Addr v4[kMaxV4Nics];
+    V6Addr v6[kMaxV6Nics];
+  } addr;
+};
+static_assert(sizeof(Handle) <= kNetHandleBytes, "a handle is at most NCCL_NET_HANDLE_MAXSIZE bytes");
+
+// Address i of the handle into h (false: no room, or another family than those before).
+bool putAddr(Handle* h, const SockAddr& a) {
+  const bool v6 = a.sa.sa_family == AF_INET6;
+  if (h->nics > 0 && (h->v6 != 0) != v6) return false;
+  if (h->nics >= (v6 ? kMaxV6Nics : kMaxV4Nics)) return false;
+  h->v6 = v6;
+  if (v6) {
+    V6Addr& w = h->addr.v6[h->nics];
     memcpy(w.ip, &a.sin6.sin6_addr, 16);
+    w.scope = a.sin6.sin6_scope_id;
+    memcpy(w.port, &a.sin6.sin6_port, 2);
+  } else {
+    V4Addr& w = h->addr.v4[h->nics];
+    memcpy(w.ip, &a.sin.sin_addr, 4);
+    memcpy(w.port, &a.sin.sin_port, 2);
   }
-  return w;
+  ++h->nics;
+  return true;
 }
 
-SockAddr fromWire(const WireAddr& w) {
+SockAddr getAddr(const Handle& h, int i) {
   SockAddr a{};
-  if (w.family == AF_INET) {
-    a.sin.sin_family = AF_INET;
-    a.sin.sin_port = w.port;
-    memcpy(&a.sin.sin_addr, w.ip, 4);
-  } else {
+  if (h.v6) {
+    const V6Addr& w = h.addr.v6[i];
     a.sin6.sin6_family = AF_INET6;
-    a.sin6.sin6_port = w.port;
-    a.sin6.sin6_scope_id = w.scope;
     memcpy(&a.sin6.sin6_addr, w.ip, 16);
+    a.sin6.sin6_scope_id = w.scope;
+    memcpy(&a.sin6.sin6_port, w.port, 2);
+  } else {
+    const V4Addr& w = h.addr.v4[i];
+    a.sin.sin_family = AF_INET;
+    memcpy(&a.sin.sin_addr, w.ip, 4);
+    memcpy(&a.sin.sin_port, w.port, 2);
   }
   return a;
 }
-
-// The handle, as it travels: the listener's nonce and where to connect, one
-// address per NIC of its device.
-struct Handle {
-  uint32_t magic;
-  uint32_t nics;
-  uint8_t nonce[kNonceBytes];
-  WireAddr addr[kMaxDevsPerNic];
-};
-static_assert(sizeof(Handle) <= kNetHandleBytes, "a handle is at most NCCL_NET_HANDLE_MAXSIZE bytes");
 
 // A lane's first bytes: which lane of which connection, and the proof.
 struct Proof {
@@ -233,11 +253,18 @@ class SocketNet final : public NetBackend {
     return static_cast<int>(ifs_.size());
   }
 
-  int maxVDeviceNics() const override { return kMaxDevsPerNic; }
+  // 16 where every interface is IPv4 (their addresses fit the handle), else 4.
+  int maxVDeviceNics() const override {
+    const_cast<SocketNet*>(this)->devices();  // the interfaces, probed once
+    return std::all_of(ifs_.begin(), ifs_.end(), [](const NetIf& i) { return i.addr.sa.sa_family == AF_INET; })
+               ? kMaxV4Nics
+               : kMaxV6Nics;
+  }
   ncclResult_t makeVDevice(const int* devs, int n, int* vdev) override {
     const int phys = devices();
-    if (n < 1 || n > kMaxDevsPerNic) {
-      WARN("NET/Socket: a merged device has 1 to %d devices, not %d", kMaxDevsPerNic, n);
+    if (n < 1 || n > maxVDeviceNics()) {
+      WARN("NET/Socket: a merged device has 1 to %d devices here (16 IPv4 interfaces, or 4 where any is IPv6), not %d",
+           maxVDeviceNics(), n);
       return ncclInvalidArgument;
     }
     std::vector<int> nics(devs, devs + n);
@@ -286,7 +313,11 @@ class SocketNet final : public NetBackend {
       NCCLCHECK(socketListen(ifs_[i].addr, &fd, &bound));
       l->fds.push_back(fd);
       tune(fd);
-      h->addr[h->nics++] = toWire(bound);
+      if (!putAddr(h, bound)) {
+        WARN("NET/Socket: device %d's interfaces (%s among them) do not fit one handle: at most %d IPv4 or %d "
+             "IPv6 addresses, of one family", dev, ifs_[i].name.c_str(), kMaxV4Nics, kMaxV6Nics);
+        return ncclInvalidArgument;
+      }
     }
     if (randomBytes(l->nonce, kNonceBytes) != ncclSuccess) return ncclSystemError;
     memcpy(l->secret, secret, kSecretBytes);
@@ -301,7 +332,7 @@ class SocketNet final : public NetBackend {
     const auto* h = static_cast<const Handle*>(handle);
     auto* c = static_cast<Connecting*>(*progress);
     if (!c) {
-      if (h->magic != kMagic || h->nics < 1 || h->nics > kMaxDevsPerNic) {
+      if (h->magic != kMagic || h->nics < 1 || h->nics > (h->v6 ? kMaxV6Nics : kMaxV4Nics)) {
         WARN("NET/Socket: the handle to connect to is not one of ACCL's socket backend (magic 0x%x)", h->magic);
         return ncclInvalidArgument;
       }
@@ -445,7 +476,7 @@ class SocketNet final : public NetBackend {
     c->severalNics = nics.size() > 1;
     for (int j = 0; j < lanes; ++j) {
       LaneConnecting& l = c->lanes[j];
-      l.to = fromWire(h.addr[j % h.nics]);
+      l.to = getAddr(h, j % h.nics);
       l.proof.magic = kMagic;
       l.proof.lane = static_cast<uint16_t>(j);
       l.proof.lanes = static_cast<uint16_t>(lanes);

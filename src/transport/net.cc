@@ -55,12 +55,20 @@
 namespace accl {
 namespace {
 
+// One device, merging `devs` where there are several and the backend can.
+int mergedDevice(NetBackend* net, const std::vector<int>& devs) {
+  int vdev = -1;
+  if (devs.size() == 1 || net->makeVDevice(devs.data(), static_cast<int>(devs.size()), &vdev) != ncclSuccess)
+    return devs[0];
+  return vdev;
+}
+
 // Without a topology (ranks whose hosts reported different NICs): ranks of
 // one host take the devices in turn (local rank i the i-th), so that each
 // rank's traffic leaves through a NIC of its own; where a host has more
-// devices than ranks, each rank merges its share (up to 4: devices i,
-// i + L, ... of L local ranks) into one, whose connections spread over all
-// of them, where the backend can merge.
+// devices than ranks, each rank merges its share (devices i, i + L, ... of
+// L local ranks, as many as the backend merges) into one, whose connections
+// spread over all of them, where the backend can merge.
 int deviceByLocalRank(const ncclComm* comm, NetBackend* net) {
   const int ndev = net->devices();
   int local = 0, locals = 0;
@@ -71,11 +79,9 @@ int deviceByLocalRank(const ncclComm* comm, NetBackend* net) {
     }
   if (ndev <= 0) return 0;
   if (locals >= ndev) return local % ndev;
-  int devs[4], n = 0;
-  for (int d = local; d < ndev && n < 4; d += locals) devs[n++] = d;
-  int vdev = -1;
-  if (n == 1 || net->makeVDevice(devs, n, &vdev) != ncclSuccess) return local;
-  return vdev;
+  std::vector<int> devs;
+  for (int d = local; d < ndev && static_cast<int>(devs.size()) < net->maxVDeviceNics(); d += locals) devs.push_back(d);
+  return mergedDevice(net, devs);
 }
 
 // The control line's frames, three words each: what, an argument, and how
@@ -112,13 +118,6 @@ constexpr size_t kDevCountersOffset = 2048;
 static_assert(kDevCountersOffset >= kPullCtrlOffset + sizeof(PullCtrl) &&
               kDevCountersOffset + sizeof(DevCounters) <= 4096, "in the control page");
 
-// One device, merging `devs` where there are several and the backend can.
-int mergedDevice(NetBackend* net, const std::vector<int>& devs) {
-  int vdev = -1;
-  if (devs.size() == 1 || net->makeVDevice(devs.data(), static_cast<int>(devs.size()), &vdev) != ncclSuccess)
-    return devs[0];
-  return vdev;
-}
 
 // The device of this rank's connection with `peer` (`send`: to it). Where
 // the topology knows the hosts' rails (topo/topo.h), the NICs of the rails

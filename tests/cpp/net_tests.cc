@@ -129,16 +129,17 @@ TEST(net_socket_refuses_strangers_and_wrong_secrets) {
   void* listen = nullptr;
   CHECK_EQ(b->listen(0, kSecret, handle, &listen), ncclSuccess);
   // A stranger who read the handle: it knows the address, not the secret; it
-  // sends junk where the proof goes. (The handle: magic, NIC count, nonce,
-  // then each NIC's family, port, scope and 16 bytes of address.)
+  // sends junk where the proof goes. (The handle: magic, NIC count, a byte
+  // that says IPv6, two of padding, the nonce, then each NIC's IPv4 address
+  // and port.)
   SockAddr addr{};
-  uint16_t family, port;
-  memcpy(&family, handle + 24, 2);
-  memcpy(&port, handle + 26, 2);
-  CHECK_EQ(family, AF_INET);
+  uint16_t port;
+  CHECK_EQ(static_cast<int>(handle[4]), 1);  // one NIC
+  CHECK_EQ(static_cast<int>(handle[5]), 0);  // IPv4
+  memcpy(&port, handle + 28, 2);
   addr.sin.sin_family = AF_INET;
   addr.sin.sin_port = port;
-  memcpy(&addr.sin.sin_addr, handle + 32, 4);
+  memcpy(&addr.sin.sin_addr, handle + 24, 4);
   Deadline dl(nullptr, 5);
   int junk = -1;
   CHECK_EQ(socketConnect(addr, dl, &junk), ncclSuccess);

@@ -142,6 +142,29 @@ def test_one_rank_per_host_fills_every_nic(c_program, lanes):
         net.down()
 
 
+@pytest.mark.timeout(240)
+def test_one_rank_per_host_fills_eight_nics(c_program):
+    """An HPN host's NIC count: one rank per host, eight NICs merged into one
+    device (the handle carries up to 16 IPv4 addresses), a socket from each;
+    every NIC, the bottleneck at 100 Mbit/s, carries a share."""
+    net = emunet(hosts=2, nics=8, rate="100mbit")
+    try:
+        env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "NET"}
+        before = {h.index: h.counters() for h in net.hosts}
+        results = net.launch([str(c_program("rank_worker")), "pmi", "pmi", str(1 << 21), "2"], timeout=200, env=env)
+        for rank, res in enumerate(results):
+            assert res.returncode == 0, res.stdout[-3000:]
+            assert f"rank {rank}: done" in res.stdout
+            assert "a send connection of 8 sockets (" in res.stdout, res.stdout[-3000:]
+        for host, ports in _tx_by_port(net, before).items():
+            total = sum(ports.values())
+            assert len(ports) == 8 and total > 2 * (1 << 21) * 4, ports
+            for name, tx in ports.items():
+                assert tx > 0.06 * total, (host, ports)  # an eighth is 0.125
+    finally:
+        net.down()
+
+
 @pytest.mark.timeout(180)
 def test_a_slow_port_carries_less(c_program):
     """Each chunk goes to a socket that has room for it: a port at a tenth of
