@@ -45,6 +45,20 @@ ncclResult_t acclTunerPredict(const char* collective, const char* algorithm, siz
 ncclResult_t acclTunerChoose(const char* collective, size_t bytes, int nranks, int nhosts, char* algorithm,
                              size_t len);
 
+/* The topology planned from a layout, without a job (`python -m accl.topo`):
+ * `layout` is text, one host a line, "host [NAME] ranks R,R,... nics
+ * NIC[=SUBNET],... [rails <ACCL_NICS>]", and optionally "crossnic N". Writes
+ * JSON (hosts and their NICs' rails and planes, the ring, the NICs of each
+ * connection between hosts, the hierarchical algorithms' rails, the two
+ * trees) into `out`; *needed (when not NULL) gets the bytes it takes, and
+ * with it a short `out` is not an error. ncclInvalidArgument (with a WARN
+ * naming the line) for a layout that does not parse. */
+ncclResult_t acclTopoPlan(const char* layout, char* out, size_t len, size_t* needed);
+
+/* This host's NICs as the network backend sees them, as a layout's
+ * "nics ... [rails ...]" words (ACCL_NICS applied). */
+ncclResult_t acclTopoLocal(char* out, size_t len, size_t* needed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,5 +16,6 @@ NB_MODULE(_accl, m) {
   accl_py::register_comm(m);
   accl_py::register_coll(m);
   accl_py::register_tuner(m);
+  accl_py::register_topo(m);
   accl_py::register_rma(m);
 }

@@ -25,6 +25,8 @@ namespace nb = nanobind;
   X(acclGetThreadLastError) \
   X(acclGetVersionString) \
   X(acclQueryMode) \
+  X(acclTopoLocal) \
+  X(acclTopoPlan) \
   X(acclTunerChoose) \
   X(acclTunerPredict) \
   X(ncclAllGather) \
@@ -131,6 +133,7 @@ void register_info(nb::module_& m);
 void register_comm(nb::module_& m);
 void register_coll(nb::module_& m);
 void register_tuner(nb::module_& m);
+void register_topo(nb::module_& m);
 void register_rma(nb::module_& m);
 
 }  // namespace accl_py

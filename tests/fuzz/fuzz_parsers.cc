@@ -1,6 +1,7 @@
 // The parsers of what a user writes: a configuration file, an integer
-// parameter, NCCL_ALGO and NCCL_PROTO, NCCL_SOCKET_IFNAME, ACCL_NICS. The
-// first byte picks the parser, the rest is its text.
+// parameter, NCCL_ALGO and NCCL_PROTO, NCCL_SOCKET_IFNAME, ACCL_NICS, a
+// topology layout (first byte 'L': parsed, then planned). The first byte
+// picks the parser, the rest is its text.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,12 +10,22 @@
 #include "bootstrap/interfaces.h"
 #include "coll/tuner.h"
 #include "core/ops.h"
+#include "topo/layout.h"
 #include "topo/topo.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   std::string err;
+  if (data[0] == 'L') {
+    accl::TopoLayout l;
+    if (!accl::topoParseLayout(text, &l, &err) || l.hostKey.size() > 256) return 0;
+    const accl::Topology t = accl::topoBuild(l.hostKey, l.reports, l.crossNic);
+    (void)accl::topoDescribe(t);
+    for (size_t i = 0; i + 1 < t.ring.size(); ++i)
+      for (int self : {t.ring[i], t.ring[i + 1]}) (void)accl::topoHopDevices(t, t.ring[i], t.ring[i + 1], self, i % 2, 16, &err);
+    return 0;
+  }
   switch (data[0] % 6) {
     case 0:
       (void)accl::parseConfText(text);

@@ -1,0 +1,84 @@
+"""`python -m accl.topo` and the plan under it (acclTopoPlan): the library's
+own topology from a layout, without a job."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import accl
+from accl import topo
+
+RAILS = "rails " + ",".join(f"r{r}p{p}:{r}:{p}" for r in range(4) for p in range(2))
+NICS = "nics " + ",".join(f"r{r}p{p}=10.9.{2 * r + p}.0/24" for r in range(4) for p in range(2))
+HPN = f"host a ranks 0,1,2,3 {NICS} {RAILS}\nhost b ranks 4,5,6,7 {NICS} {RAILS}\n"
+
+
+def test_an_hpn_layout_is_planned_rail_by_rail():
+    p = topo.plan(HPN)
+    assert (p["rails"], p["planes"], p["hier"]) == (4, 2, True)
+    assert p["ring"] == list(range(8))
+    hops = {(x["from"], x["to"]): x["lanes"] for x in p["rail_hops"]}
+    # each rank along its own rail, both planes: rank i of a host over rail i
+    for i in range(4):
+        assert hops[(i, 4 + i)] == [[f"r{i}p0", f"r{i}p0"], [f"r{i}p1", f"r{i}p1"]]
+        assert hops[(4 + i, i)] == [[f"r{i}p0", f"r{i}p0"], [f"r{i}p1", f"r{i}p1"]]
+    ring = {(x["from"], x["to"]): x["lanes"] for x in p["ring_hops"]}
+    assert set(ring) == {(3, 4), (7, 0)}
+    assert sorted(a for a, b in ring[(3, 4)]) == sorted(f"r{r}p{q}" for r in range(4) for q in range(2))
+    assert all(a == b for a, b in ring[(3, 4)])  # every lane joins one rail and plane
+    assert len(p["trees"]) == 2 and sorted(p["trees"][0]).count(-1) == 1  # one root each
+
+
+def test_nics_listed_in_another_order_still_pair_by_rail():
+    other = ",".join(f"r{r}p{p}=10.9.{2 * r + p}.0/24" for r in reversed(range(4)) for p in range(2))
+    p = topo.plan(f"host a ranks 0,1 {NICS} {RAILS}\nhost b ranks 2,3 nics {other} {RAILS}\n")
+    for x in p["rail_hops"] + p["ring_hops"]:
+        assert x["lanes"] and all(a == b for a, b in x["lanes"]), x
+
+
+def test_uneven_hosts_and_interleaved_ranks():
+    p = topo.plan("host a ranks 0,2,4 nics e0=10.1.0.0/24\nhost b ranks 1,3 nics e0=10.1.0.0/24\n")
+    assert not p["hier"] and p["rail_hops"] == []
+    assert p["ring"] == [0, 2, 4, 1, 3]  # host by host
+    p = topo.plan("host a ranks 0,2 nics e0=10.1.0.0/24\nhost b ranks 1,3 nics e0=10.1.0.0/24\n")
+    assert p["hier"] and {(x["from"], x["to"]) for x in p["rail_hops"]} == {(0, 1), (1, 0), (2, 3), (3, 2)}
+
+
+@pytest.mark.parametrize("layout,said", [
+    ("host a nics e0\n", "line 1: a host needs 'ranks R,R,...'"),
+    ("host a ranks 0,1\nhost b ranks 1\n", "rank 1 (of host b) is listed twice"),
+    ("host a ranks 0,2\n", "rank 2 (of host a) is past the 2 ranks listed"),
+    ("hosts a ranks 0\n", "line 1: 'hosts': a line is 'host ...' or 'crossnic N'"),
+    ("host a ranks 0 nics e0 rails e1:0\n", "line 1: rails e1:0: 'e1' is not a NIC of this host"),
+    ("crossnic 3\n", "line 1: crossnic takes 0, 1 or 2"),
+    ("", "no host"),
+])
+def test_bad_layouts_are_clear_errors(layout, said):
+    with pytest.raises(accl.InvalidArgumentError) as e:
+        topo.plan(layout)
+    assert said in str(e.value), (str(e.value), said)
+
+
+def test_the_command_line(tmp_path):
+    layout = tmp_path / "hpn.txt"
+    layout.write_text("# two hosts\n" + HPN)
+    out = subprocess.run([sys.executable, "-m", "accl.topo", "--layout", str(layout), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rails"] == 4
+    out = subprocess.run([sys.executable, "-m", "accl.topo", "--layout", str(layout)], capture_output=True, text=True,
+                         timeout=60)
+    assert "| 0 -> 4 | r0p0>r0p0, r0p1>r0p1 |" in out.stdout, out.stdout
+    # this host, two alike: its NICs as the backend sees them
+    out = subprocess.run([sys.executable, "-m", "accl.topo", "--hosts", "2", "--ranks-per-host", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "ring: 0 1 2 3" in out.stdout and "# 2 hosts, 4 ranks" in out.stdout
+
+
+def test_the_picture(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "plan.png"
+    topo.picture(topo.plan(HPN), str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
