@@ -40,8 +40,9 @@ ncclResult_t acclTunerPredict(const char* collective, const char* algorithm, siz
                               double* microseconds);
 
 /* The algorithm the tuner picks for that call when NCCL_ALGO allows everything
- * (hosts taken to hold nranks / nhosts ranks each): writes "ring", "tree" or
- * "hier" (NUL-terminated) into `algorithm`. */
+ * (hosts taken to hold nranks / nhosts ranks each, and an allreduce of at
+ * least nranks elements, below which a communicator does not take hier):
+ * writes "ring", "tree" or "hier" (NUL-terminated) into `algorithm`. */
 ncclResult_t acclTunerChoose(const char* collective, size_t bytes, int nranks, int nhosts, char* algorithm,
                              size_t len);
 

@@ -179,6 +179,14 @@ const char* paramString(Param p) {
   return c.value[static_cast<int>(p)].c_str();  // stable until resetParams()
 }
 
+bool paramIsSet(Param p) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.mu);
+  loadLocked(c);
+  const std::string& s = c.source[static_cast<int>(p)];
+  return s != "default" && s.find("default used") == std::string::npos;
+}
+
 void resetParams() {
   Cache& c = cache();
   std::lock_guard<std::mutex> g(c.mu);

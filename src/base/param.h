@@ -17,6 +17,7 @@ enum class Param : int {
 
 int64_t paramInt(Param p);
 const char* paramString(Param p);  // never NULL; "" when unset and no default
+bool paramIsSet(Param p);          // given a valid value (environment or file), not left at its default
 void resetParams();
 // "NAME=value (source)  # meaning" for every parameter, one per line (ncclParamDumpAll).
 std::string dumpParams();

@@ -55,7 +55,9 @@ ncclResult_t runCollective(const CollArgs& call) {
   Algo algo = chooseAlgo(a);
   if (algo == Algo::Default) {
     WARN("%s: no algorithm available for %s: the ranks' NCCL_ALGO (here '%s') together allow none that ACCL has "
-         "(ring%s)", a.opName, collName(a.kind), paramString(Param::Algo), a.kind == CollKind::AllReduce ? ", tree" : "");
+         "(ring%s)", a.opName, collName(a.kind), paramString(Param::Algo),
+         a.kind == CollKind::AllReduce ? ", tree, hier"
+         : a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter ? ", hier" : "");
     return ncclInvalidUsage;
   }
   TRACE(kColl, "%s count %zu %s algo %s", a.opName, a.count, typeName(a.type), algoName(algo));

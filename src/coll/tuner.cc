@@ -27,7 +27,7 @@ constexpr size_t kExchangeCacheBytes = 256 << 10;
 
 const char* const kCollTokens[7] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "send", "recv"};
 // Algorithm names NCCL knows; those ACCL does not have are accepted and simply never available.
-// Then ACCL's own: "hier", the hierarchical allreduce (coll/hier_allreduce.cc).
+// Then ACCL's own: "hier", the hierarchical allreduce, allgather and reducescatter (coll/hier.h).
 const char* const kAlgoTokens[] = {"ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat", "hier"};
 const char* const kProtoTokens[] = {"ll", "ll128", "simple"};
 

@@ -32,7 +32,7 @@ bool directAllowed();
 Algo chooseAlgo(const CollArgs& a);
 
 // Whether the hierarchical allreduce can run on `comm`: two hosts or more,
-// each with the same number of ranks, two or more (coll/hier_allreduce.cc).
+// each with the same number of ranks, two or more (coll/hier.cc).
 bool hierShape(const ncclComm* comm);
 
 // Of the algorithms allowed, the one predicted fastest (ring where none is).

@@ -60,6 +60,7 @@ struct PeerInfo {
   // algorithms NCCL_ALGO allows (AlgoMask::bits) and the FIFO slot size.
   uint32_t algoBits;
   uint32_t slotBytes;
+  uint32_t slotBytesAcross;  // the slot it asks for where the ranks span hosts (slotBytesParam)
   char hostname[64];
 };
 
@@ -101,7 +102,7 @@ struct Registration {
 enum ConnTag : int { kTagRing = 0, kTagTree0 = 1, kTagTree1 = 2, kTagP2p = 3, kTagRma = 4,
                      kTagHostDirect = 5,  // names the host direct collectives' slots (coll/host_direct.h)
                      kTagDevShare = 6,    // names the device registrations' tables (coll/dev_share.h)
-                     kTagHierLocal = 7, kTagHierRail = 8,  // the hierarchical allreduce's rings (within a host; a rail's hosts)
+                     kTagHierLocal = 7, kTagHierRail = 8,  // the hierarchical collectives' rings (within a host; a rail's hosts)
                      kTagDevice = 16, kTagDevRing = 16, kTagDevP2p = 17 };  // >= kTagDevice: device connectors
 
 }  // namespace accl
@@ -172,10 +173,10 @@ struct ncclComm {
   uint64_t opCount = 0;
   int nhosts = 1;              // distinct host identities among the ranks
   accl::TopologyPtr topo;      // several hosts: their NICs' rails, the ring's order (topo/topo.h)
-  accl::HierPtr hier;          // the hierarchical allreduce's rings, from its first call (coll/hier_allreduce.cc)
+  accl::HierPtr hier;          // the hierarchical collectives' rings, from their first call (coll/hier.h)
   accl::NetBackend* net = nullptr;  // the network ncclConfig_t.netName names (null: the process's, netBackend())
   accl::AlgoMask algoMask;     // NCCL_ALGO: what every rank's allows (commInit)
-  size_t slotBytes = 0;        // of every FIFO: the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE)
+  size_t slotBytes = 0;        // of every FIFO: the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE; between hosts, more by default)
   accl::DevStatePtr dev;       // device mode only
   accl::RmaPtr rma;            // windows and one-sided operations (from the first window)
   // The host copy an in-place all-to-all sends from, kept for the next call:

@@ -33,7 +33,7 @@ struct TopologyDeleter {
 };
 using TopologyPtr = std::unique_ptr<Topology, TopologyDeleter>;
 
-struct Hier;  // coll/hier_allreduce.cc: the hierarchical allreduce's rings (from its first call)
+struct Hier;  // coll/hier.h: the hierarchical collectives' rings (from their first call)
 struct HierDeleter {
   void operator()(Hier* h) const;
 };

@@ -105,7 +105,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   std::string err;
   if (!parseAlgoSpec(paramString(Param::Algo), &comm->algoMask, &err) ||
       !parseProtoSpec(paramString(Param::Proto), &err)) {
-    WARN("%s (valid algorithms: ring, tree; NCCL_ALGO/NCCL_PROTO take NCCL's syntax)", err.c_str());
+    WARN("%s (valid algorithms: ring, tree, hier; NCCL_ALGO/NCCL_PROTO take NCCL's syntax)", err.c_str());
     return ncclInvalidUsage;
   }
   if (!comm->config.netName.empty() && *paramString(Param::Net)) {  // as NCCL: the environment wins
@@ -134,6 +134,7 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   gethostname(me.hostname, sizeof(me.hostname) - 1);
   me.algoBits = comm->algoMask.bits();
   me.slotBytes = static_cast<uint32_t>(slotBytesParam());
+  me.slotBytesAcross = static_cast<uint32_t>(slotBytesParam(!comm->deviceMode));
   hostDirectPrepare(comm, &me);
   comm->peers.assign(nranks, PeerInfo());
   comm->peers[rank] = me;
@@ -164,11 +165,15 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
   // The ranks must run the same algorithms (a ring rank against an exchange
   // rank would reduce the wrong blocks), and both ends of a FIFO must agree
   // on its slots: every rank takes what all allow and the smallest slot.
+  std::set<uint64_t> hosts;
+  for (const PeerInfo& p : comm->peers) hosts.insert(p.hostHash);
+  comm->nhosts = static_cast<int>(hosts.size());
   uint32_t algo = me.algoBits;
-  comm->slotBytes = me.slotBytes;
+  const auto slotOf = [&](const PeerInfo& p) { return comm->nhosts > 1 ? p.slotBytesAcross : p.slotBytes; };
+  comm->slotBytes = slotOf(me);
   for (const PeerInfo& p : comm->peers) {
     algo &= p.algoBits;
-    comm->slotBytes = std::min<size_t>(comm->slotBytes, p.slotBytes);
+    comm->slotBytes = std::min<size_t>(comm->slotBytes, slotOf(p));
   }
   if (algo != me.algoBits) {
     comm->algoMask.setBits(algo);
@@ -179,13 +184,12 @@ ncclResult_t commInit(ncclComm* comm, const UniqueIdLayout& id, int nranks, int 
     WARN("rank %d: NCCL_ALGO differs between the ranks; every rank runs only the algorithms all of them allow%s%s%s",
          rank, none.empty() ? "" : " (none left for ", none.c_str(), none.empty() ? "" : ")");
   }
-  if (comm->slotBytes != me.slotBytes)
+  if (comm->slotBytes != slotOf(me))
     INFO(kInit, "rank %d: FIFO slots of %zu bytes, the smallest any rank asks for (NCCL_BUFFSIZE, ACCL_CHUNKSIZE; "
-         "here %u)", rank, comm->slotBytes, me.slotBytes);
-
-  std::set<uint64_t> hosts;
-  for (const PeerInfo& p : comm->peers) hosts.insert(p.hostHash);
-  comm->nhosts = static_cast<int>(hosts.size());
+         "here %u)", rank, comm->slotBytes, slotOf(me));
+  else if (rank == 0)
+    INFO(kInit, "FIFO slots of %zu bytes (NCCL_BUFFSIZE / 8, or ACCL_CHUNKSIZE; host mode across hosts, unless "
+         "set, %lld / 8)", comm->slotBytes, static_cast<long long>(kBuffBytesAcrossHosts));
 
   NCCLCHECK(peerLifeSetup(comm));
   // On several hosts, the ring goes host by host (each host's ranks in

@@ -74,7 +74,8 @@ class NetBackend {
   virtual ncclResult_t test(void* request, int* done, size_t* size) = 0;
   // Moves a send comm that has no request outstanding: a backend that may
   // still have to send bytes again (ACCL's TCP backend watching its lanes
-  // for failover) does so here. An error: the connection broke.
+  // for failover) does so here, and says ncclInProgress while it holds
+  // bytes its peer has not acknowledged. An error: the connection broke.
   virtual ncclResult_t progress(void* sendComm) { return ncclSuccess; }
   virtual ncclResult_t closeSend(void* sendComm) = 0;
   virtual ncclResult_t closeRecv(void* recvComm) = 0;

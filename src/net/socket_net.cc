@@ -1,6 +1,6 @@
 // ACCL's TCP backend ("Socket"): every interface NCCL_SOCKET_IFNAME selects
-// is a device, and up to four of them can be merged into one (makeVDevice,
-// as NCCL merges the ports of a NIC). A connection is several TCP sockets
+// is a device, and up to 16 of them (4 where IPv6) can be merged into one
+// (makeVDevice, as NCCL merges the ports of a NIC). A connection is several TCP sockets
 // ("lanes", NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, else one per NIC),
 // lane j leaving from the j-th NIC of its device (bound, so that the kernel
 // does not send every lane out of one interface) to the peer's j-th NIC;
@@ -273,6 +273,8 @@ class SocketNet final : public NetBackend {
         WARN("NET/Socket: cannot merge device %d (%d device(s), each at most once)", devs[i], phys);
         return ncclInvalidArgument;
       }
+    for (int i = 1; i < n; ++i)  // one handle carries addresses of one family: the caller takes one device
+      if (ifs_[devs[i]].addr.sa.sa_family != ifs_[devs[0]].addr.sa.sa_family) return ncclInvalidUsage;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find(merged_.begin(), merged_.end(), nics);
     if (it == merged_.end()) it = merged_.insert(merged_.end(), nics);

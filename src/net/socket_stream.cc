@@ -91,8 +91,10 @@ SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover)
   const int64_t ms = paramInt(Param::LaneTimeoutMs);
   laneTimeoutUs_ = static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * 1000;
   if (ms <= 0) failover_ = false;
+  const uint64_t now = nowUs();
   for (size_t i = 0; i < fds.size(); ++i) {
     lanes_[i].fd = fds[i];
+    lanes_[i].stillUs = now;
     if (send && fds.size() > 1) sizeLane(lanes_[i], 2 * kLaneBufferBytes);
   }
 }
@@ -100,6 +102,7 @@ SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover)
 // Gives lane l a kernel send buffer of about `want` bytes (the kernel may
 // give less), its room (19/20 of what it gave) and its frames' size.
 void SocketStream::sizeLane(Lane& l, size_t want) {
+  if (failover_) want = std::min<size_t>(want, kSeenBytes / 2);  // a cut falls within what the receiver remembers
   int bytes = static_cast<int>(std::min<size_t>(want / 2, INT_MAX / 2));  // the kernel doubles it
   socklen_t len = sizeof(bytes);
   setsockopt(l.fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
@@ -233,12 +236,22 @@ ncclResult_t SocketStream::test(Request* r, int* done, size_t* size) {
 
 ncclResult_t SocketStream::progress() {
   if (!failover_) return ncclSuccess;
-  if (!moveSend(0, lanes_.size(), &turn_)) {
+  bool idle = std::none_of(lanes_.begin(), lanes_.end(), [](const Lane& l) { return l.writing || !l.loose.empty(); });
+  if (idle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle = queue_.empty();
+  }
+  if (idle ? !checkLanes(nowUs()) : !moveSend(0, lanes_.size(), &turn_)) {
     std::lock_guard<std::mutex> lock(mu_);
     broken_ = true;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  return broken_ ? ncclRemoteError : ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_) return ncclRemoteError;
+  }
+  const bool holding =
+      std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& l) { return !l.dead && (!l.held.empty() || !l.loose.empty()); });
+  return holding ? ncclInProgress : ncclSuccess;
 }
 
 size_t SocketStream::stagedBytes() {
@@ -424,7 +437,9 @@ bool SocketStream::checkLanes(uint64_t now) {
       l.stillUs = now;
       continue;
     }
-    if (now - l.stillUs < laneTimeoutUs_ || !retransmitting(l.fd)) continue;
+    // The last lane is never given up: a connection with no way left waits
+    // for its link to come back (TCP retransmits), or for ACCL_TIMEOUT.
+    if (deadLanes_ + 1 == lanes_.size() || now - l.stillUs < laneTimeoutUs_ || !retransmitting(l.fd)) continue;
     char why[128];
     snprintf(why, sizeof(why), "no byte acknowledged for %llu ms while TCP retransmits",
              static_cast<unsigned long long>((now - l.stillUs) / 1000));
@@ -458,15 +473,21 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
   l.blocked = false;
   l.dead = true;
   ++deadLanes_;
+  // Every cut so far goes first, this one last: a cut that its lane's peer
+  // acknowledged may not have been read yet, and the frames sent again after
+  // it must not be counted before it is.
+  cutsSent_.push_back({static_cast<uint32_t>(acked), static_cast<uint32_t>(acked >> 32), static_cast<uint32_t>(i),
+                   kCutOffset, 0});
   std::deque<Held> again;
-  Held cut;
-  cut.head = {static_cast<uint32_t>(acked), static_cast<uint32_t>(acked >> 32), static_cast<uint32_t>(i), kCutOffset,
-              0};
-  again.push_back(std::move(cut));
+  for (const Frame& c : cutsSent_) {
+    Held h;
+    h.head = c;
+    again.push_back(std::move(h));
+  }
   size_t bytes = 0;
   for (Held& h : l.held) {
     const uint64_t payloadAt = h.at + sizeof(Frame), end = payloadAt + h.head.len;
-    if (end <= acked) continue;  // the peer has it all
+    if (end <= acked || isCut(h.head)) continue;  // the peer has it all; cuts go first, above
     const uint32_t had = acked > payloadAt ? static_cast<uint32_t>(acked - payloadAt) : 0;
     if (!isCut(h.head)) {
       h.head.offset += had;
@@ -477,6 +498,7 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
     again.push_back(std::move(h));
   }
   for (Held& h : l.loose) {
+    if (isCut(h.head)) continue;
     bytes += h.head.len;
     again.push_back(std::move(h));
   }
@@ -638,6 +660,7 @@ bool SocketStream::cutLane(Lane& l) {
       st.full = true;
       Request* r = st.counted ? posted(st.head.seq) : nullptr;
       if (r && !claim(l.stage, r)) return false;
+      if (!r && keep == 0) staged_.erase(l.stage);  // nothing of it came: it comes again whole
     }
   }
   l.req = nullptr;
@@ -645,8 +668,8 @@ bool SocketStream::cutLane(Lane& l) {
   l.discarding = false;
   l.moved = 0;
   l.dead = true;
-  ++eofLanes_;
-  if (read > cut) {
+  if (!l.eof) ++eofLanes_;
+  if (current > cut) {  // whole frames read past the cut (else nothing to give back)
     if (l.seen.empty() || l.seen.front().at > cut) {
       WARN("NET/Socket: lane %zu was cut at byte %llu, before the frames it remembers", &l - lanes_.data(),
            static_cast<unsigned long long>(cut));
@@ -661,10 +684,11 @@ bool SocketStream::cutLane(Lane& l) {
         r->moved -= over;
         continue;
       }
-      for (Staged& st : staged_)
-        if (st.head.seq == e.head.seq && st.head.offset == e.head.offset && st.full) {
-          st.head.len -= over;
+      for (auto st = staged_.begin(); st != staged_.end(); ++st)
+        if (st->head.seq == e.head.seq && st->head.offset == e.head.offset && st->full && !st->counted) {
+          st->head.len -= over;
           stagedBytes_ -= over;
+          if (st->head.len == 0) staged_.erase(st);  // it comes again whole
           break;
         }
     }
@@ -710,6 +734,7 @@ bool SocketStream::readLane(Lane& l) {
         while (l.seen.size() > kSeenFrames || (l.seen.size() > 1 && l.wire - l.seen[1].at > kSeenBytes))
           l.seen.pop_front();
       }
+      if (l.wire == l.cutAt) return cutLane(l);  // the cut falls right after this head: none of its payload
     }
     const Frame& h = l.head;
     if (!l.req && !l.staging && !l.discarding) {

@@ -66,8 +66,9 @@ class SocketStream {
   // can take, or (receiving) every lane ended before the request could.
   static ncclResult_t test(void* request, int* done, size_t* size);
   // A sender with no request outstanding: where it fails over, moves its
-  // lanes (a stalled one is given up, frames held go again). An error: no
-  // lane is left.
+  // lanes (a stalled one is given up, frames held go again). ncclInProgress
+  // while it holds frames its peer has not acknowledged; an error: no lane
+  // is left.
   ncclResult_t progress();
   // The descriptors to poll until the stream can move (at most `max`).
   int pollFds(pollfd* fds, int max) const;
@@ -146,7 +147,7 @@ class SocketStream {
     bool writing = false;       // send: a frame begun (its payload at src)
     const char* src = nullptr;
     bool dead = false;          // send: given up (failover); recv: cut (nothing more is read from it)
-    std::deque<Held> held;      // send, failover: written frames the peer may not have, oldest first
+    std::deque<Held> held;      // send, failover: frames begun that the peer may not have, oldest first
     std::deque<Held> loose;     // send: frames of no request to write before any new one (a cut and what follows)
     uint64_t ackedAt = 0;       // send, failover: bytes acknowledged at the last look,
     uint64_t stillUs = 0;       // and since when no more
@@ -210,6 +211,7 @@ class SocketStream {
   uint64_t checkedUs_ = 0;        // send, failover: the last look at the lanes
   size_t deadLanes_ = 0;
   bool holdForTest_ = false;
+  std::vector<Frame> cutsSent_;   // send: every cut notice sent (each failover sends them all again)
   std::unique_ptr<char[]> sink_;  // recv: where dropped payload goes
   std::vector<Lane> lanes_;
   std::vector<std::unique_ptr<Helper>> helpers_;

@@ -30,9 +30,12 @@
 
 namespace accl {
 
-size_t slotBytesParam() {
+size_t slotBytesParam(bool acrossHosts) {
   int64_t chunk = paramInt(Param::ChunkSize);
   int64_t buff = paramInt(Param::BuffSize);
+  // Host buffers between hosts: NCCL's 4 MiB unless set (measured faster on
+  // the GPU machine's loopback: docs/gpu-baseline.md, stop 43).
+  if (acrossHosts && chunk <= 0 && !paramIsSet(Param::BuffSize)) buff = kBuffBytesAcrossHosts;
   int64_t slot = chunk > 0 ? chunk : buff / kSlots;
   if (slot < 4096) slot = 4096;
   if (slot > (1 << 30)) slot = 1 << 30;

@@ -252,6 +252,19 @@ class NetConnection : public Connection {
       progress();
       b.pause();
     }
+    // What the backend holds until its peer acknowledges it (failover: it
+    // may still go again over another lane) gets as long as a lane takes to
+    // be given up, and a second more.
+    const uint64_t until = nowMs() + static_cast<uint64_t>(paramInt(Param::LaneTimeoutMs)) + 1000;
+    while (data_ && nowMs() < until && !fifo.ctrl->peerGone.load() && !fifo.ctrl->abort.load() && !dl.aborted()) {
+      ncclResult_t r;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        r = net_->progress(data_);
+      }
+      if (r != ncclInProgress) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     return ncclSuccess;
   }
   // A rank thread waiting on this FIFO moves the messages itself when the
@@ -393,7 +406,10 @@ class NetConnection : public Connection {
       fifoPostHead(fifo.ctrl, ++sent_);
       m = Moved::Some;
     }
-    if (sent_ == issued_ && net_->progress(data_) != ncclSuccess) return failed();  // bytes the peer may lack
+    if (sent_ == issued_) {  // bytes the peer may lack (failover)
+      const ncclResult_t r = net_->progress(data_);
+      if (r != ncclSuccess && r != ncclInProgress) return failed();
+    }
     return m;
   }
 

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -185,4 +186,127 @@ TEST(failover_the_last_lane_cannot_go) {
   CHECK(!r.tx->failLaneForTest(1, 0.5));  // no lane left: the stream fails
   CHECK(!r.all());
   CHECK(r.failed);
+}
+
+namespace {
+
+// A receiving stream over `lanes` TCP lanes whose sending ends a test writes
+// by hand: frames in the order a sender's failover could produce them.
+struct HandPeer {
+  std::vector<int> tx, rx;
+  SocketStream* stream = nullptr;
+  explicit HandPeer(int lanes) {
+    CHECK(tcpLanes(lanes, &tx, &rx));
+    stream = new SocketStream(rx, false);
+  }
+  ~HandPeer() {
+    delete stream;
+    for (int fd : tx) close(fd);
+  }
+  void frame(int lane, uint32_t seq, uint32_t total, uint32_t offset, uint32_t len, char fill) {
+    const uint32_t head[5] = {seq, 3, total, offset, len};
+    std::vector<char> p(len, fill);
+    CHECK(write(tx[lane], head, sizeof(head)) == static_cast<ssize_t>(sizeof(head)));
+    if (len) CHECK(write(tx[lane], p.data(), len) == static_cast<ssize_t>(len));
+  }
+  void head(int lane, uint32_t seq, uint32_t total, uint32_t offset, uint32_t len) {
+    const uint32_t h[5] = {seq, 3, total, offset, len};
+    CHECK(write(tx[lane], h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)));
+  }
+  void cut(int lane, uint32_t cutLane, uint64_t at) {
+    const uint32_t h[5] = {static_cast<uint32_t>(at), static_cast<uint32_t>(at >> 32), cutLane, 0xffffffffu, 0};
+    CHECK(write(tx[lane], h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)));
+  }
+  // Tests r for `ms` (it moves the lanes): the result, *done.
+  ncclResult_t wait(void* r, int* done, int ms = 300) {
+    size_t n = 0;
+    ncclResult_t res = ncclSuccess;
+    *done = 0;
+    for (auto end = Clock::now() + std::chrono::milliseconds(ms); res == ncclSuccess && !*done && Clock::now() < end;)
+      res = SocketStream::test(r, done, &n);
+    return res;
+  }
+};
+
+}  // namespace
+
+TEST(failover_a_cut_right_after_a_head) {
+  // Lane 1 got message 0's head acknowledged, not its payload: the cut falls
+  // where the payload begins. The receiver takes none of it from lane 1 and
+  // all of it from lane 0, where it comes again.
+  HandPeer p(2);
+  p.head(1, 0, 100, 0, 100);
+  p.cut(0, 1, 20);
+  p.frame(0, 0, 100, 0, 100, 'a');
+  p.frame(0, 1, 100, 0, 100, 'b');
+  std::vector<char> m0(100, 0), m1(100, 0);
+  void *r0 = nullptr, *r1 = nullptr;
+  CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
+  CHECK_EQ(p.stream->post(m1.data(), 100, 3, &r1), ncclSuccess);
+  int done = 0;
+  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
+  CHECK(done);
+  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
+  CHECK(done);
+  CHECK(m0 == std::vector<char>(100, 'a') && m1 == std::vector<char>(100, 'b'));
+}
+
+TEST(failover_cuts_go_again_before_their_frames) {
+  // Lanes m = 0, j = 1, to = 2. Lane j carried the first half of message 0
+  // (the receiver read it; only 20 bytes were acknowledged); its cut went
+  // over lane `to`, after message 1; `to` failed with that cut acknowledged
+  // but not read. Lane m carries every cut again, then the half once more:
+  // the receiver reads m first and must count that half once (a message of
+  // 200 bytes is not complete with 100 of them twice), then the second half.
+  HandPeer p(3);
+  std::vector<char> m0(200, 0), m1(10, 0);
+  void *r0 = nullptr, *r1 = nullptr;
+  CHECK_EQ(p.stream->post(m0.data(), 200, 3, &r0), ncclSuccess);
+  CHECK_EQ(p.stream->post(m1.data(), 10, 3, &r1), ncclSuccess);
+  p.frame(1, 0, 200, 0, 100, 'x');
+  int done = 0;
+  CHECK_EQ(p.wait(r0, &done, 100), ncclSuccess);
+  CHECK(!done);
+  p.frame(2, 1, 10, 0, 10, 'y');
+  p.cut(2, 1, 20);
+  p.cut(0, 1, 20);  // every cut so far, then this one
+  p.cut(0, 2, 50);
+  p.frame(0, 0, 200, 0, 100, 'x');
+  CHECK_EQ(p.wait(r0, &done, 200), ncclSuccess);
+  CHECK(!done);  // half of it, counted once
+  p.frame(0, 0, 200, 100, 100, 'z');
+  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
+  CHECK(done);
+  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
+  CHECK(done);
+  CHECK(std::equal(m0.begin(), m0.begin() + 100, std::vector<char>(100, 'x').begin()) &&
+        std::equal(m0.begin() + 100, m0.end(), std::vector<char>(100, 'z').begin()));
+  CHECK(m1 == std::vector<char>(10, 'y'));
+}
+
+TEST(failover_a_staged_frame_cut_twice) {
+  // Message 1's frame arrives on lane j before message 1 is posted (staged),
+  // past a cut at its head; it comes again on lane `to` (staged again), which
+  // is cut at that frame's head too; the third copy on lane m is the one.
+  HandPeer p(3);
+  std::vector<char> z(8, 0), m1(100, 0);
+  void *r0 = nullptr, *r1 = nullptr;
+  CHECK_EQ(p.stream->post(z.data(), 8, 3, &r0), ncclSuccess);  // message 0, still to come
+  p.frame(1, 1, 100, 0, 100, 'q');
+  int done = 0;
+  CHECK_EQ(p.wait(r0, &done, 50), ncclSuccess);
+  p.cut(2, 1, 20);
+  p.frame(2, 1, 100, 0, 100, 'q');
+  CHECK_EQ(p.wait(r0, &done, 50), ncclSuccess);
+  p.cut(0, 1, 20);
+  p.cut(0, 2, 40);
+  p.frame(0, 1, 100, 0, 100, 'q');
+  p.frame(0, 0, 8, 0, 8, 'r');
+  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
+  CHECK(done);
+  CHECK_EQ(p.stream->post(m1.data(), 100, 3, &r1), ncclSuccess);
+  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
+  CHECK(done);
+  CHECK(m1 == std::vector<char>(100, 'q') && z == std::vector<char>(8, 'r'));
+  CHECK_EQ(p.stream->stagedBytes(), 0u);
 }

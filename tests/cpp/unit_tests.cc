@@ -475,6 +475,7 @@ TEST(peer_info_checks) {
   good.pid = 1234;
   good.cudaDev = -1;
   good.slotBytes = 1 << 20;
+  good.slotBytesAcross = 1 << 19;
   memset(good.hostname, 'h', sizeof(good.hostname));  // unterminated: terminated by the check
   std::string why;
   PeerInfo p = good;
@@ -488,6 +489,7 @@ TEST(peer_info_checks) {
       {[](PeerInfo& q) { q.slotBytes = 0; }, "slotBytes = 0"},
       {[](PeerInfo& q) { q.slotBytes = 4097; }, "slotBytes = 4097"},
       {[](PeerInfo& q) { q.slotBytes = 2u << 30; }, "slotBytes = 2147483648"},
+      {[](PeerInfo& q) { q.slotBytesAcross = 4097; }, "slotBytesAcross = 4097"},
       {[](PeerInfo& q) { q.deviceMode = 7; }, "deviceMode = 7"},
       {[](PeerInfo& q) { q.hostDirect = -1; }, "hostDirect = -1"},
       {[](PeerInfo& q) { q.pid = 0; }, "pid = 0"},

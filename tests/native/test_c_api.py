@@ -352,6 +352,18 @@ def test_every_collective_across_hosts_of_several_ranks(c_program, nranks, hosts
     assert (said >= nranks) if hier else said == 0, p.stderr[-3000:]
 
 
+@pytest.mark.parametrize("env,slot", [({}, 524288), ({"NCCL_BUFFSIZE": "1048576"}, 131072),
+                                      ({"ACCL_CHUNKSIZE": "65536"}, 65536), ({"TEST_HOSTS": "1"}, 131072)],
+                         ids=["default", "buffsize", "chunksize", "one-host"])
+def test_fifo_slots_between_hosts(c_program, env, slot):
+    # Host buffers between hosts take NCCL's 4 MiB per connection (512 KiB
+    # slots) unless NCCL_BUFFSIZE or ACCL_CHUNKSIZE says otherwise; one host 1 MiB.
+    env = {"TEST_HOSTS": "2", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", **env}
+    p = run(c_program("collectives"), 2, 4099, env=env, timeout=100)
+    assert _all_ranks_pass(p, 2), p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"FIFO slots of {slot} bytes" in p.stderr, p.stderr[-3000:]
+
+
 def test_unknown_nccl_algo_token_fails_init(c_program):
     p = run(c_program("allreduce_c"), 2, 10, env={"NCCL_ALGO": "ring,warp"})
     assert p.returncode != 0
