@@ -180,14 +180,19 @@ def test_between_hosts(drivers, name, kernels):
 
 
 @pytest.mark.parametrize("kernels", ["1", "0"], ids=["net_kernels", "staged"])
-def test_between_hosts_two_ranks_each(drivers, kernels):
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_between_hosts_two_ranks_each(drivers, name, kernels):
     # 4 processes on 2 hosts: within a host shm (staged) or CUDA IPC (the
-    # ring's kernels), sockets between; every type and op.
-    t = run_hosts(drivers, "all_reduce", 4, lambda p: p // 2, "-b", "4", "-e", "1M", "-f", "64", "-n", "1", "-w",
+    # ring's kernels), sockets between; every type and op. Staged calls run
+    # the host's hierarchical collectives (within the host, then each rank
+    # along its rail).
+    t = run_hosts(drivers, name, 4, lambda p: p // 2, "-b", "4", "-e", "1M", "-f", "64", "-n", "1", "-w",
                   "0", "-c", "1", "-d", "all", "-o", "all",
-                  env=(f"ACCL_NET_KERNELS={kernels}", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT"))
+                  env=(f"ACCL_NET_KERNELS={kernels}", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,COLL"))
     said = "the ring's collectives run in kernels (to rank"
     assert (said in t.log and "by cuda-ipc" in t.log and "by net (" in t.log) == (kernels == "1"), t.log[-3000:]
+    if kernels == "0":
+        assert "hierarchical collectives: place" in t.log, t.log[-3000:]
 
 
 @pytest.mark.parametrize("kernels", ["1", "0"], ids=["net_kernels", "staged"])
