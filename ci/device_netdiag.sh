@@ -8,14 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . ci/device_perf_drivers.sh
 ARGS=${ARGS:--b 256K -e 256M -f 4 -n 10 -w 3 -c 0}
-cmake -S perf -B /tmp/bph -DNCCL_ROOT="$ACCL_LIB" -DACCL_PERF_CUDA=OFF -DCMAKE_BUILD_TYPE=Release > /dev/null &&
-  cmake --build /tmp/bph -j"$(nproc)" > /dev/null 2>&1 || { echo "host perf drivers did not build"; exit 1; }
-MPS=$(mktemp -d)
-export CUDA_MPS_PIPE_DIRECTORY=$MPS/pipe CUDA_MPS_LOG_DIRECTORY=$MPS/log
-export NCCL_NVLS_ENABLE=0 NCCL_IB_DISABLE=1 NCCL_NET=Socket
-LOGS=$(mktemp -d)
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-nvidia-cuda-mps-control -d
+between_hosts_setup || exit 1
 one() {  # name, library dir, driver, extra environment (NAME=VALUE ...)
   local name=$1 lib=$2 drv=$3; shift 3
   local f="$LOGS/$name.txt"

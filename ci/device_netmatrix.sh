@@ -12,14 +12,7 @@ cd "$(dirname "$0")/.."
 . ci/device_perf_drivers.sh
 ARGS=${ARGS:--b 8 -e 256M -f 8 -n 10 -w 3 -c 0}
 COLL=${COLL:-all_reduce}
-cmake -S perf -B /tmp/bph -DNCCL_ROOT="$ACCL_LIB" -DACCL_PERF_CUDA=OFF -DCMAKE_BUILD_TYPE=Release > /dev/null &&
-  cmake --build /tmp/bph -j"$(nproc)" > /dev/null 2>&1 || { echo "host perf drivers did not build"; exit 1; }
-MPS=$(mktemp -d)
-export CUDA_MPS_PIPE_DIRECTORY=$MPS/pipe CUDA_MPS_LOG_DIRECTORY=$MPS/log
-export NCCL_NVLS_ENABLE=0 NCCL_IB_DISABLE=1 NCCL_NET=Socket
-LOGS=$(mktemp -d)
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-nvidia-cuda-mps-control -d
+between_hosts_setup || exit 1
 
 # The wire: plain TCP streams over loopback, 1 MiB writes, 3 s.
 wire() {  # both (0/1)

@@ -52,11 +52,12 @@ ncclResult_t hierSetup(ncclComm* comm, Hier** out) {
   return ncclSuccess;
 }
 
-ncclResult_t hierReducers(const Reducer& red, ncclDataType_t type, Reducer* first, Reducer* across) {
+ncclResult_t hierReducing(const CollArgs& a, const Reducer& red, Hier** h, Reducer* first, Reducer* across) {
+  NCCLCHECK(hierSetup(a.comm, h));
   *first = *across = red;
   first->k.finish = nullptr;
   if (red.kind == OpKind::PreMulSum || red.kind == OpKind::SumPostDiv) {
-    if (!hostKernels(type, OpKind::Sum, &across->k)) return ncclInternalError;
+    if (!hostKernels(a.type, OpKind::Sum, &across->k)) return ncclInternalError;
     across->k.finish = red.k.finish;
   }
   return ncclSuccess;

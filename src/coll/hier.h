@@ -27,10 +27,11 @@ struct Hier {
 // The communicator's Hier, made at its first call (every rank at the same call).
 ncclResult_t hierSetup(ncclComm* comm, Hier** out);
 
-// The reducers of the two stages: within the host each input is prepared
-// (PreMulSum's scalar) and summed unfinished; along the rail partial sums
-// meet (no second scalar), and the result is finished once (an integer
-// average divides by every rank).
-ncclResult_t hierReducers(const Reducer& red, ncclDataType_t type, Reducer* first, Reducer* across);
+// A reducing call's start: the communicator's Hier, and the reducers of the
+// two stages: within the host each input is prepared (PreMulSum's scalar)
+// and summed unfinished; along the rail partial sums meet (no second
+// scalar), and the result is finished once (an integer average divides by
+// every rank).
+ncclResult_t hierReducing(const CollArgs& a, const Reducer& red, Hier** h, Reducer* first, Reducer* across);
 
 }  // namespace accl

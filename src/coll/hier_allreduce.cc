@@ -13,9 +13,8 @@ namespace accl {
 
 ncclResult_t hierAllReduce(const CollArgs& a, const Reducer& red) {
   Hier* h = nullptr;
-  NCCLCHECK(hierSetup(a.comm, &h));
   Reducer first, across;
-  NCCLCHECK(hierReducers(red, a.type, &first, &across));
+  NCCLCHECK(hierReducing(a, red, &h, &first, &across));
   const size_t esize = typeSize(a.type);
   const size_t per = a.count / h->places.size(), whole = per * h->places.size();
   const char* src = static_cast<const char*>(a.sendbuff);

@@ -11,9 +11,8 @@ namespace accl {
 
 ncclResult_t hierReduceScatter(const CollArgs& a, const Reducer& red) {
   Hier* h = nullptr;
-  NCCLCHECK(hierSetup(a.comm, &h));
   Reducer first, across;
-  NCCLCHECK(hierReducers(red, a.type, &first, &across));
+  NCCLCHECK(hierReducing(a, red, &h, &first, &across));
   const size_t blockBytes = a.count * typeSize(a.type);
   if (h->scratch.size() < h->hosts.size() * blockBytes) h->scratch.resize(h->hosts.size() * blockBytes);
   CollArgs part = a;
