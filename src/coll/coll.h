@@ -25,6 +25,7 @@ struct RingPath {
   int position;
   Connection* send;
   Connection* recv;
+  size_t stride = 0;  // bytes from one block's start to the next's in the whole buffer (0: a block's size)
   int size() const { return static_cast<int>(blocks->size()); }
   int mine() const { return (*blocks)[position]; }
 };

@@ -12,13 +12,16 @@
 
 namespace accl {
 
+// The most scratch a hierarchical reducescatter holds: larger blocks go in pieces.
+constexpr size_t kHierScratchBytes = 64 << 20;
+
 struct Hier {
   int host = 0, place = 0;                   // this rank's host and its place there
   std::vector<int> places, hosts;            // blocks 0..L-1, 0..H-1
   std::vector<int> railRanks;                // the rail's ranks, host by host
   std::vector<std::vector<int>> hostRanks;   // each host's ranks, place by place
   Connection *localSend = nullptr, *localRecv = nullptr, *railSend = nullptr, *railRecv = nullptr;
-  std::vector<char> scratch;                 // reducescatter: a block per host
+  std::vector<char> scratch;                 // reducescatter: a piece of a block per host (at most kHierScratchBytes)
   // The ring within the host over `blocks`; along the rail over `blocks`.
   RingPath local(const std::vector<int>& blocks) const { return {&blocks, place, localSend, localRecv}; }
   RingPath rail(const std::vector<int>& blocks) const { return {&blocks, host, railSend, railRecv}; }

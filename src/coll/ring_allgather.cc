@@ -13,10 +13,11 @@ namespace accl {
 ncclResult_t ringAllGather(const CollArgs& a, const RingPath& ring) {
   ncclComm* comm = a.comm;
   const size_t blockBytes = a.count * typeSize(a.type);
+  const size_t stride = ring.stride ? ring.stride : blockBytes;
   const int n = ring.size();
   const char* src = static_cast<const char*>(a.sendbuff);
   char* dst = static_cast<char*>(a.recvbuff);
-  char* mine = dst + static_cast<size_t>(ring.mine()) * blockBytes;
+  char* mine = dst + static_cast<size_t>(ring.mine()) * stride;
   if (src != mine) memcpy(mine, src, blockBytes);  // in place: sendbuff is already our block
   if (n == 1) return ncclSuccess;
   Reducer none;
@@ -28,8 +29,8 @@ ncclResult_t ringAllGather(const CollArgs& a, const RingPath& ring) {
     size_t len = std::min(chunk, blockBytes - off);
     NCCLCHECK(prims.sendCopy(mine + off, len));
     for (int k = 1; k < n - 1; ++k)
-      NCCLCHECK(prims.recvCopySend(dst + static_cast<size_t>(blockOf(k)) * blockBytes + off, len));
-    NCCLCHECK(prims.recv(dst + static_cast<size_t>(blockOf(n - 1)) * blockBytes + off, len));
+      NCCLCHECK(prims.recvCopySend(dst + static_cast<size_t>(blockOf(k)) * stride + off, len));
+    NCCLCHECK(prims.recv(dst + static_cast<size_t>(blockOf(n - 1)) * stride + off, len));
   }
   return prims.finish();
 }

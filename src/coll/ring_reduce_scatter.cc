@@ -25,7 +25,7 @@ ncclResult_t ringReduceScatter(const CollArgs& a, const Reducer& red, const Ring
   Primitives prims(comm, a.opName, ring.recv, ring.send, &red, esize);
   const int pos = ring.position;
   auto input = [&](int k) {  // our input block for the block moving at step k
-    return src + static_cast<size_t>((*ring.blocks)[(pos + n - k) % n]) * blockBytes;
+    return src + static_cast<size_t>((*ring.blocks)[(pos + n - k) % n]) * (ring.stride ? ring.stride : blockBytes);
   };
   const size_t chunk = prims.maxChunkBytes() / esize * esize;
   for (size_t off = 0; off < blockBytes; off += chunk) {
