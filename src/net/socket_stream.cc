@@ -2,7 +2,9 @@
 // helper threads (net/socket_stream.h).
 #include "net/socket_stream.h"
 
+#include <ifaddrs.h>
 #include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
@@ -64,6 +66,31 @@ bool retransmitting(int fd) {
   socklen_t len = sizeof(ti);
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return false;
   return ti.tcpi_retransmits > 0 || ti.tcpi_ca_state == kTcpCaLoss;
+}
+
+// Whether the interface fd leaves from is down (no carrier, or taken down):
+// what fd writes then never leaves, so TCP keeps it unsent (probing) rather
+// than retransmitting it.
+bool localLinkDown(int fd) {
+  SockAddr me{};
+  socklen_t len = sizeof(me);
+  if (getsockname(fd, &me.sa, &len) != 0) return false;
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return false;
+  bool down = false;
+  for (const ifaddrs* i = all; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != me.sa.sa_family) continue;
+    const bool same = me.sa.sa_family == AF_INET
+                          ? reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == me.sin.sin_addr.s_addr
+                          : memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, &me.sin6.sin6_addr,
+                                   sizeof(in6_addr)) == 0;
+    if (same) {
+      down = !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_RUNNING);
+      break;
+    }
+  }
+  freeifaddrs(all);
+  return down;
 }
 
 // "10.0.0.1:5 -> 10.0.1.1:7": a lane, for the log.
@@ -439,10 +466,13 @@ bool SocketStream::checkLanes(uint64_t now) {
     }
     // The last lane is never given up: a connection with no way left waits
     // for its link to come back (TCP retransmits), or for ACCL_TIMEOUT.
-    if (deadLanes_ + 1 == lanes_.size() || now - l.stillUs < laneTimeoutUs_ || !retransmitting(l.fd)) continue;
+    if (deadLanes_ + 1 == lanes_.size() || now - l.stillUs < laneTimeoutUs_) continue;
+    const bool lost = retransmitting(l.fd), down = !lost && localLinkDown(l.fd);
+    if (!lost && !down) continue;  // a peer slow to read (a zero window): not a failure
     char why[128];
-    snprintf(why, sizeof(why), "no byte acknowledged for %llu ms while TCP retransmits",
-             static_cast<unsigned long long>((now - l.stillUs) / 1000));
+    snprintf(why, sizeof(why), "no byte acknowledged for %llu ms while %s",
+             static_cast<unsigned long long>((now - l.stillUs) / 1000),
+             lost ? "TCP retransmits" : "its interface is down");
     if (!failLane(i, acked, why)) return false;
   }
   return true;

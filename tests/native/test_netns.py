@@ -368,6 +368,44 @@ def test_a_port_that_dies_mid_run_fails_over_to_the_other_plane():
         net.down()
 
 
+@pytest.mark.timeout(200)
+def test_two_ports_die_under_the_hierarchical_collectives():
+    """2 hosts x 2 ranks x 2 rails x 2 planes: the rails' connections (both
+    planes each) and the flat ring's hop (all four ports). Two of host 1's
+    ports go down mid-run, 3 s apart: every sender over them gives its socket
+    up, whether its data was lost on the way (TCP retransmits) or never left
+    (its own interface is down: TCP keeps it unsent, probing), and every
+    result is exact."""
+    net = emunet(hosts=2, nics=2, planes=2, rate="300mbit")
+    try:
+        env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "60"}
+        res = {}
+        run = threading.Thread(target=lambda: res.update(r=net.launch(
+            [sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "30", "-w", "1",
+             "-c", "1", "-d", "int32"], ranks_per_host=2, timeout=170, env=env)))
+        run.start()
+        start = net.hosts[1].counters()["nic0p1"][0]
+        until = time.monotonic() + 60
+        while net.hosts[1].counters()["nic0p1"][0] - start < 16 << 20 and run.is_alive():
+            assert time.monotonic() < until, "the run did not start crossing"
+            time.sleep(0.05)
+        net.set_link(1, 0, 1, up=False)
+        time.sleep(3)
+        assert run.is_alive(), "the run ended before the second port could go down"
+        net.set_link(1, 1, 0, up=False)
+        run.join()
+        results = res["r"]
+        out = "\n".join(r.stdout[-3000:] for r in results)
+        assert all(r.returncode == 0 for r in results), out
+        assert "# Out of bounds values : 0 OK" in results[0].stdout, out
+        said = "".join(r.stdout for r in results)
+        # (before "its interface is down" was a reason, an idle socket whose
+        # own port died kept its last frame unsent and the run hung)
+        assert "go again over lane" in said, out
+    finally:
+        net.down()
+
+
 @pytest.mark.timeout(120)
 def test_a_wrong_accl_nics_fails_every_rank_at_once(c_program):
     """A name that is no NIC of the host, on one rank: that rank says why,
