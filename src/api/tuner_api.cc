@@ -39,9 +39,6 @@ ncclResult_t checkShape(const char* fn, const char* collective, int nranks, int 
 // The hierarchical allreduce's shape, as far as counts tell: several hosts of
 // as many ranks each, two or more.
 bool hierFits(int nranks, int nhosts) { return nhosts >= 2 && nranks % nhosts == 0 && nranks / nhosts >= 2; }
-bool hierKind(accl::CollKind k) {
-  return k == accl::CollKind::AllReduce || k == accl::CollKind::AllGather || k == accl::CollKind::ReduceScatter;
-}
 
 }  // namespace
 
@@ -58,12 +55,12 @@ extern "C" ncclResult_t acclTunerPredict(const char* collective, const char* alg
   if (algorithm && strcasecmp(algorithm, "ring") == 0) algo = accl::Algo::Ring;
   else if (algorithm && strcasecmp(algorithm, "tree") == 0 && allreduce)
     algo = accl::Algo::Tree;
-  else if (algorithm && strcasecmp(algorithm, "hier") == 0 && hierKind(kind) && hierFits(nranks, nhosts))
+  else if (algorithm && strcasecmp(algorithm, "hier") == 0 && accl::hasHier(kind) && hierFits(nranks, nhosts))
     algo = accl::Algo::Hier;
   else {
     WARN("acclTunerPredict: algorithm '%s' is not available for %s on %d ranks, %d hosts (ring%s%s)",
          algorithm ? algorithm : "(null)", collective, nranks, nhosts, allreduce ? ", tree" : "",
-         hierKind(kind) && hierFits(nranks, nhosts) ? ", hier" : "");
+         accl::hasHier(kind) && hierFits(nranks, nhosts) ? ", hier" : "");
     return ncclInvalidArgument;
   }
   *microseconds = accl::predictUs(kind, algo, bytes, nranks, nhosts);
@@ -80,7 +77,7 @@ extern "C" ncclResult_t acclTunerChoose(const char* collective, size_t bytes, in
   }
   const bool allreduce = kind == accl::CollKind::AllReduce;
   const accl::Algo best =
-      accl::fastestAlgo(kind, bytes, nranks, nhosts, true, allreduce, hierKind(kind) && hierFits(nranks, nhosts));
+      accl::fastestAlgo(kind, bytes, nranks, nhosts, true, allreduce, accl::hasHier(kind) && hierFits(nranks, nhosts));
   snprintf(algorithm, len, "%s", accl::algoName(best));
   return ncclSuccess;
 }

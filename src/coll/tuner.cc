@@ -177,11 +177,10 @@ Algo chooseAlgo(const CollArgs& a) {
   const bool allreduce = a.kind == CollKind::AllReduce;
   // hier needs hosts of two ranks or more each, as many on every host (and
   // for allreduce a block per rank); where it cannot run, ring stands in.
-  const bool hierKind = allreduce || a.kind == CollKind::AllGather || a.kind == CollKind::ReduceScatter;
-  const bool hierOk = hierKind && mask.hier[c] && hierShape(a.comm) &&
+  const bool hierOk = hasHier(a.kind) && mask.hier[c] && hierShape(a.comm) &&
                       (!allreduce || a.count >= static_cast<size_t>(a.comm->nranks));
   const bool treeOk = allreduce && mask.tree[c];
-  const bool ringOk = mask.ring[c] || (hierKind && mask.hier[c] && !treeOk && !hierOk);
+  const bool ringOk = mask.ring[c] || (hasHier(a.kind) && mask.hier[c] && !treeOk && !hierOk);
   return fastestAlgo(a.kind, a.count * typeSize(a.type), a.comm->nranks, a.comm->nhosts, ringOk, treeOk, hierOk);
 }
 

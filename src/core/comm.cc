@@ -37,9 +37,9 @@ bool peerInfoValid(PeerInfo& p, int index, std::string* why) {
   if (p.cudaDev < -1 || (p.deviceMode && p.cudaDev < 0)) return bad("cudaDev", p.cudaDev);
   // The FIFO slots: whole pages from 4 KiB to 1 GiB (slotBytesParam), which
   // every rank sizes its FIFOs by.
-  if (p.slotBytes < 4096 || p.slotBytes > (1u << 30) || p.slotBytes % 4096 != 0) return bad("slotBytes", p.slotBytes);
-  if (p.slotBytesAcross < 4096 || p.slotBytesAcross > (1u << 30) || p.slotBytesAcross % 4096 != 0)
-    return bad("slotBytesAcross", p.slotBytesAcross);
+  const auto slotBad = [](uint32_t s) { return s < 4096 || s > (1u << 30) || s % 4096 != 0; };
+  if (slotBad(p.slotBytes)) return bad("slotBytes", p.slotBytes);
+  if (slotBad(p.slotBytesAcross)) return bad("slotBytesAcross", p.slotBytesAcross);
   if (p.deviceMode && (p.smCount <= 0 || p.wantChannels < 0 || p.wantP2pChannels < 0))
     return bad(p.smCount <= 0 ? "smCount" : p.wantChannels < 0 ? "wantChannels" : "wantP2pChannels",
                p.smCount <= 0 ? p.smCount : std::min(p.wantChannels, p.wantP2pChannels));

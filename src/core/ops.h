@@ -16,6 +16,10 @@ namespace accl {
 
 enum class CollKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Send, Recv, AllToAll, Gather, Scatter };
 enum class Algo { Default = -1, Ring = 0, Tree = 1, Hier = 2 };
+// The collectives that have a hierarchical algorithm (coll/hier.h).
+inline bool hasHier(CollKind k) {
+  return k == CollKind::AllReduce || k == CollKind::AllGather || k == CollKind::ReduceScatter;
+}
 inline const char* algoName(Algo a) { return a == Algo::Tree ? "tree" : a == Algo::Hier ? "hier" : "ring"; }
 
 struct CollArgs {
@@ -59,8 +63,7 @@ struct AlgoMask {
   // equal ranks, which ring is the fallback of).
   bool allowsAny(CollKind k) const {
     const int c = static_cast<int>(k);
-    const bool hierKind = k == CollKind::AllReduce || k == CollKind::AllGather || k == CollKind::ReduceScatter;
-    return ring[c] || (k == CollKind::AllReduce && tree[c]) || (hierKind && hier[c]);
+    return ring[c] || (k == CollKind::AllReduce && tree[c]) || (hasHier(k) && hier[c]);
   }
   // As bits (ring: bit c, tree: bit 8 + c, hier: bit 16 + c), for the ranks to compare at init.
   uint32_t bits() const {

@@ -93,6 +93,12 @@ bool localLinkDown(int fd) {
   return down;
 }
 
+// Bytes a socket's peer has not acknowledged yet (0 where it cannot be told).
+size_t unacked(int fd) {
+  int queued = 0;
+  return ioctl(fd, SIOCOUTQ, &queued) == 0 && queued > 0 ? static_cast<size_t>(queued) : 0;
+}
+
 // "10.0.0.1:5 -> 10.0.1.1:7": a lane, for the log.
 std::string laneName(int fd) {
   SockAddr me{}, peer{};
@@ -386,9 +392,7 @@ bool SocketStream::moveSend(size_t begin, size_t end, size_t* turn) {
       Lane& l = lanes_[begin + (*turn + i) % n];
       if (l.dead || l.writing || l.blocked || !l.loose.empty()) continue;
       if (several) {
-        int queued = 0;
-        if (ioctl(l.fd, SIOCOUTQ, &queued) != 0) queued = 0;
-        l.queued = static_cast<size_t>(queued);
+        l.queued = unacked(l.fd);
         watchLane(l, now);
         if (l.queued + l.frame + sizeof(Frame) > l.room) {  // POLLOUT says when it has room again
           l.blocked = true;
@@ -446,7 +450,8 @@ void SocketStream::beginHeld(Lane& l) {
 
 // Failover, every kCheckUs: the bytes each lane's peer acknowledged. Held
 // frames it has all of go; a lane with bytes unacknowledged, none
-// acknowledged for the lane timeout, and TCP retransmitting is given up.
+// acknowledged for the lane timeout, and TCP retransmitting or its own
+// interface down is given up.
 // False: no lane is left.
 bool SocketStream::checkLanes(uint64_t now) {
   if (now - checkedUs_ < kCheckUs) return true;
@@ -454,12 +459,11 @@ bool SocketStream::checkLanes(uint64_t now) {
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& l = lanes_[i];
     if (l.dead) continue;
-    int queued = 0;
-    if (ioctl(l.fd, SIOCOUTQ, &queued) != 0) queued = 0;
-    const uint64_t acked = l.bytes - std::min<uint64_t>(l.bytes, static_cast<uint64_t>(std::max(queued, 0)));
+    const size_t queued = unacked(l.fd);
+    const uint64_t acked = l.bytes - std::min<uint64_t>(l.bytes, queued);
     while (!holdForTest_ && !l.held.empty() && l.held.front().at + sizeof(Frame) + l.held.front().head.len <= acked)
       l.held.pop_front();
-    if (acked != l.ackedAt || queued <= 0) {
+    if (acked != l.ackedAt || queued == 0) {
       l.ackedAt = acked;
       l.stillUs = now;
       continue;
@@ -519,11 +523,9 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
     const uint64_t payloadAt = h.at + sizeof(Frame), end = payloadAt + h.head.len;
     if (end <= acked || isCut(h.head)) continue;  // the peer has it all; cuts go first, above
     const uint32_t had = acked > payloadAt ? static_cast<uint32_t>(acked - payloadAt) : 0;
-    if (!isCut(h.head)) {
-      h.head.offset += had;
-      h.head.len -= had;
-      h.payload += had;
-    }
+    h.head.offset += had;
+    h.head.len -= had;
+    h.payload += had;
     bytes += h.head.len;
     again.push_back(std::move(h));
   }
@@ -538,10 +540,9 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
   size_t least = SIZE_MAX;
   for (Lane& o : lanes_) {
     if (o.dead) continue;
-    int queued = 0;
-    if (ioctl(o.fd, SIOCOUTQ, &queued) != 0) queued = 0;
-    if (static_cast<size_t>(std::max(queued, 0)) < least) {
-      least = static_cast<size_t>(std::max(queued, 0));
+    const size_t queued = unacked(o.fd);
+    if (queued < least) {
+      least = queued;
       to = &o;
     }
   }

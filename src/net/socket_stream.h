@@ -21,8 +21,8 @@
 // Failover (a stream over several NICs, ACCL_LANE_TIMEOUT_MS > 0, no helper
 // threads): the sender keeps a copy of each frame until the peer's kernel
 // acknowledged it. A lane with bytes unacknowledged, none acknowledged for
-// ACCL_LANE_TIMEOUT_MS and TCP retransmitting (a port or link gone) is given
-// up: a cut notice ("lane k ends at byte A", A the bytes acknowledged) and
+// ACCL_LANE_TIMEOUT_MS, and TCP retransmitting or its own interface down (a
+// port or link gone) is given up (never the last): a cut notice ("lane k ends at byte A", A the bytes acknowledged) and
 // every frame past A, or its unacknowledged tail, go over one lane that
 // moves. The receiver reads lane k up to A (acknowledged bytes are in its
 // kernel, link or no link) and no further; bytes it read past A before the

@@ -81,10 +81,10 @@ ncclResult_t shmSegmentCreate(ncclComm* comm, const std::string& what, const std
                               void** map);
 ncclResult_t shmSegmentOpen(ncclComm* comm, const std::string& what, const std::string& name, size_t bytes,
                             void** map);
-// This rank's FIFO slot size (NCCL_BUFFSIZE / ACCL_CHUNKSIZE). Connections use
-// ncclComm::slotBytes, the smallest of every rank's, agreed at init.
 // The FIFO slot this rank asks for (NCCL_BUFFSIZE / 8, or ACCL_CHUNKSIZE);
-// `acrossHosts` (host mode, ranks on several hosts): kBuffBytesAcrossHosts / 8 where neither is set.
+// `acrossHosts` (host mode, ranks on several hosts): kBuffBytesAcrossHosts / 8
+// where neither is set. Connections use ncclComm::slotBytes, the smallest of
+// every rank's, agreed at init.
 constexpr int64_t kBuffBytesAcrossHosts = 4 << 20;
 size_t slotBytesParam(bool acrossHosts = false);
 

@@ -332,6 +332,22 @@ def test_two_planes_declared_and_all_four_ports_used():
         net.down()
 
 
+def _launch_until_crossed(net, argv, crossed, **kw):
+    """Launches argv in a thread; returns it and the dict that gets its
+    results ("r") once host 1's nic0p1 has sent `crossed` bytes (60 s at most)
+    while it runs: the moment to take a port down mid-run."""
+    res = {}
+    run = threading.Thread(target=lambda: res.update(r=net.launch(argv, **kw)))
+    run.start()
+    start = net.hosts[1].counters()["nic0p1"][0]
+    until = time.monotonic() + 60
+    while net.hosts[1].counters()["nic0p1"][0] - start < crossed and run.is_alive():
+        assert time.monotonic() < until, "the run did not start crossing plane 1"
+        time.sleep(0.05)
+    assert run.is_alive(), "the run ended before the port could go down"
+    return run, res
+
+
 @pytest.mark.timeout(180)
 def test_a_port_that_dies_mid_run_fails_over_to_the_other_plane():
     """1 rail x 2 planes, one rank per host: each connection's sockets leave
@@ -342,17 +358,9 @@ def test_a_port_that_dies_mid_run_fails_over_to_the_other_plane():
     net = emunet(hosts=2, nics=1, planes=2, rate="400mbit")
     try:
         env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "60"}
-        res = {}
-        run = threading.Thread(target=lambda: res.update(r=net.launch(
-            [sys.executable, "-m", "accl.perf", "allreduce", "-b", "32M", "-e", "32M", "-n", "16", "-w", "1",
-             "-c", "1", "-d", "int32"], timeout=150, env=env)))
-        run.start()
-        start = net.hosts[1].counters()["nic0p1"][0]
-        until = time.monotonic() + 60
-        while net.hosts[1].counters()["nic0p1"][0] - start < 40 << 20 and run.is_alive():
-            assert time.monotonic() < until, "the run did not start crossing plane 1"
-            time.sleep(0.05)
-        assert run.is_alive(), "the run ended before the port could go down"
+        run, res = _launch_until_crossed(
+            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "32M", "-e", "32M", "-n", "16", "-w", "1",
+                  "-c", "1", "-d", "int32"], 40 << 20, timeout=150, env=env)
         net.set_link(1, 0, 1, up=False)
         after = net.hosts[1].counters()
         run.join()
@@ -379,16 +387,9 @@ def test_two_ports_die_under_the_hierarchical_collectives():
     net = emunet(hosts=2, nics=2, planes=2, rate="300mbit")
     try:
         env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "60"}
-        res = {}
-        run = threading.Thread(target=lambda: res.update(r=net.launch(
-            [sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "30", "-w", "1",
-             "-c", "1", "-d", "int32"], ranks_per_host=2, timeout=170, env=env)))
-        run.start()
-        start = net.hosts[1].counters()["nic0p1"][0]
-        until = time.monotonic() + 60
-        while net.hosts[1].counters()["nic0p1"][0] - start < 16 << 20 and run.is_alive():
-            assert time.monotonic() < until, "the run did not start crossing"
-            time.sleep(0.05)
+        run, res = _launch_until_crossed(
+            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "30", "-w", "1",
+                  "-c", "1", "-d", "int32"], 16 << 20, ranks_per_host=2, timeout=170, env=env)
         net.set_link(1, 0, 1, up=False)
         time.sleep(3)
         assert run.is_alive(), "the run ended before the second port could go down"
