@@ -57,6 +57,15 @@ constexpr uint64_t kSeenBytes = 16 << 20;
 constexpr size_t kSeenFrames = 8192;
 constexpr size_t kSinkBytes = 64 << 10;
 constexpr uint8_t kTcpCaLoss = 4;  // tcp_info's ca_state while TCP recovers from a timeout
+// Failover: a lane's TCP retries at least this often while its port is
+// down, so that its return is seen within about this long (TCP's own
+// backoff reaches 120 s: twice the outage). TCP_RTO_MAX_MS (Linux 6.15;
+// older kernels refuse it and keep their backoff), with the connection's
+// own deadline kept where the default puts it (tcp_retries2 = 15: ~924 s),
+// which a shorter backoff would bring forward.
+constexpr int kTcpRtoMaxMs = 44;  // TCP_RTO_MAX_MS
+constexpr int kLaneRetryMs = 1000;
+constexpr int kLaneDeadlineMs = 924000;
 
 // Whether TCP is retransmitting on fd (after a timeout): the peer's
 // acknowledgements stopped for want of a path, not of room at the peer (a
@@ -66,6 +75,13 @@ bool retransmitting(int fd) {
   socklen_t len = sizeof(ti);
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return false;
   return ti.tcpi_retransmits > 0 || ti.tcpi_ca_state == kTcpCaLoss;
+}
+
+// Whether fd's TCP connection still stands (no reset, no timeout).
+bool established(int fd) {
+  tcp_info ti{};
+  socklen_t len = sizeof(ti);
+  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_ESTABLISHED;
 }
 
 // Whether the interface fd leaves from is down (no carrier, or taken down):
@@ -123,12 +139,15 @@ SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover)
     : send_(send), failover_(send && failover && fds.size() > 1), lanes_(fds.size()) {  // sized once: lanes do not move
   const int64_t ms = paramInt(Param::LaneTimeoutMs);
   laneTimeoutUs_ = static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * 1000;
+  rejoinUs_ = laneTimeoutUs_;
   if (ms <= 0) failover_ = false;
   const uint64_t now = nowUs();
   for (size_t i = 0; i < fds.size(); ++i) {
     lanes_[i].fd = fds[i];
     lanes_[i].stillUs = now;
     if (send && fds.size() > 1) sizeLane(lanes_[i], 2 * kLaneBufferBytes);
+    if (failover_ && setsockopt(fds[i], IPPROTO_TCP, kTcpRtoMaxMs, &kLaneRetryMs, sizeof(int)) == 0)
+      setsockopt(fds[i], IPPROTO_TCP, TCP_USER_TIMEOUT, &kLaneDeadlineMs, sizeof(int));
   }
 }
 
@@ -282,8 +301,9 @@ ncclResult_t SocketStream::progress() {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_) return ncclRemoteError;
   }
-  const bool holding =
-      std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& l) { return !l.dead && (!l.held.empty() || !l.loose.empty()); });
+  const bool holding = std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& l) {
+    return l.dead ? l.rejoining && !l.gone : !l.held.empty() || !l.loose.empty();
+  });
   return holding ? ncclInProgress : ncclSuccess;
 }
 
@@ -308,7 +328,7 @@ int SocketStream::lanePollFds(size_t begin, size_t end, pollfd* fds, int max) co
   int n = 0;
   for (size_t i = begin; i < end && n < max; ++i) {
     const Lane& l = lanes_[i];
-    if (l.dead) continue;
+    if (send_ && l.dead) continue;
     if (send_ ? (l.writing || l.blocked) : !recvBlocked(l) && !l.eof)
       fds[n++] = {l.fd, static_cast<short>(send_ ? POLLOUT : POLLIN), 0};
   }
@@ -451,14 +471,17 @@ void SocketStream::beginHeld(Lane& l) {
 // Failover, every kCheckUs: the bytes each lane's peer acknowledged. Held
 // frames it has all of go; a lane with bytes unacknowledged, none
 // acknowledged for the lane timeout, and TCP retransmitting or its own
-// interface down is given up.
+// interface down is given up; a lane given up is watched for its return.
 // False: no lane is left.
 bool SocketStream::checkLanes(uint64_t now) {
   if (now - checkedUs_ < kCheckUs) return true;
   checkedUs_ = now;
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& l = lanes_[i];
-    if (l.dead) continue;
+    if (l.dead) {
+      watchDeadLane(i, now);
+      continue;
+    }
     const size_t queued = unacked(l.fd);
     const uint64_t acked = l.bytes - std::min<uint64_t>(l.bytes, queued);
     while (!holdForTest_ && !l.held.empty() && l.held.front().at + sizeof(Frame) + l.held.front().head.len <= acked)
@@ -466,20 +489,92 @@ bool SocketStream::checkLanes(uint64_t now) {
     if (acked != l.ackedAt || queued == 0) {
       l.ackedAt = acked;
       l.stillUs = now;
+      l.stallWarned = false;
       continue;
     }
-    // The last lane is never given up: a connection with no way left waits
-    // for its link to come back (TCP retransmits), or for ACCL_TIMEOUT.
-    if (deadLanes_ + 1 == lanes_.size() || now - l.stillUs < laneTimeoutUs_) continue;
+    if (now - l.stillUs < laneTimeoutUs_) continue;
     const bool lost = retransmitting(l.fd), down = !lost && localLinkDown(l.fd);
     if (!lost && !down) continue;  // a peer slow to read (a zero window): not a failure
     char why[128];
     snprintf(why, sizeof(why), "no byte acknowledged for %llu ms while %s",
              static_cast<unsigned long long>((now - l.stillUs) / 1000),
              lost ? "TCP retransmits" : "its interface is down");
+    // The last lane is never given up: a connection with no way left waits
+    // for its link to come back (TCP retransmits), or for ACCL_TIMEOUT.
+    if (deadLanes_ + 1 == lanes_.size()) {
+      if (!l.stallWarned)
+        WARN("NET/Socket: the last working lane of a send connection (%s) stalls: %s; no other lane to move to, "
+             "waiting for it to come back (or for ACCL_TIMEOUT)", laneName(l.fd).c_str(), why);
+      l.stallWarned = true;
+      continue;
+    }
     if (!failLane(i, acked, why)) return false;
   }
   return true;
+}
+
+// Lane i, given up: once its peer acknowledged all it was given, its
+// connection stands and its interface is up (and it has been out rejoinUs_),
+// a rejoin notice goes; once the peer's byte comes back on it, it carries
+// frames again. A socket that failed outright stays out.
+void SocketStream::watchDeadLane(size_t i, uint64_t now) {
+  Lane& l = lanes_[i];
+  if (l.gone) return;
+  if (!l.rejoining) {
+    if (now - l.deadUs < rejoinUs_ || unacked(l.fd) != 0 || !established(l.fd) || localLinkDown(l.fd)) return;
+    ++l.gen;
+    Lane* to = sendNotices(notice(kRejoinOffset, i, l.gen, l.bytes), nullptr);
+    if (!to) return;
+    l.rejoining = true;
+    INFO(kNet, "NET/Socket: lane %zu of a send connection (%s) works again (all %llu bytes it was given arrived); "
+         "asking the peer to take it back (over %s)", i, laneName(l.fd).c_str(),
+         static_cast<unsigned long long>(l.bytes), laneName(to->fd).c_str());
+    return;
+  }
+  char byte;
+  const ssize_t k = recv(l.fd, &byte, 1, MSG_DONTWAIT);
+  if (k < 0 && socketWouldBlock()) return;
+  if (k != 1) {
+    l.gone = true;
+    return;
+  }
+  l.dead = l.rejoining = false;
+  --deadLanes_;
+  ++rejoins_;
+  l.ackedAt = l.bytes;
+  l.stillUs = now;
+  l.seenUs = 0;
+  l.rate = 0;
+  sizeLane(l, 2 * kLaneBufferBytes);
+  WARN("NET/Socket: lane %zu of %zu of a send connection (%s) carries again, %llu ms after it was given up",
+       i, lanes_.size(), laneName(l.fd).c_str(), static_cast<unsigned long long>((now - l.deadUs) / 1000));
+}
+
+// Every notice sent so far, then `last`, then the frames `after` (if any),
+// go over the live lane with the fewest bytes unacknowledged: a notice whose
+// lane's peer acknowledged it may not have been read yet, and what follows
+// must not be read before it. Null: no lane is live.
+SocketStream::Lane* SocketStream::sendNotices(const Frame& last, std::deque<Held>* after) {
+  Lane* to = nullptr;
+  size_t least = SIZE_MAX;
+  for (Lane& o : lanes_) {
+    if (o.dead) continue;
+    const size_t queued = unacked(o.fd);
+    if (queued < least) {
+      least = queued;
+      to = &o;
+    }
+  }
+  if (!to) return nullptr;
+  noticesSent_.push_back(last);
+  for (const Frame& c : noticesSent_) {
+    Held h;
+    h.head = c;
+    to->loose.push_back(std::move(h));
+  }
+  if (after)
+    for (Held& h : *after) to->loose.push_back(std::move(h));
+  return to;
 }
 
 bool SocketStream::failLaneForTest(size_t lane, double share) {
@@ -506,22 +601,13 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
   l.writing = false;
   l.blocked = false;
   l.dead = true;
+  l.deadUs = nowUs();
   ++deadLanes_;
-  // Every cut so far goes first, this one last: a cut that its lane's peer
-  // acknowledged may not have been read yet, and the frames sent again after
-  // it must not be counted before it is.
-  cutsSent_.push_back({static_cast<uint32_t>(acked), static_cast<uint32_t>(acked >> 32), static_cast<uint32_t>(i),
-                   kCutOffset, 0});
   std::deque<Held> again;
-  for (const Frame& c : cutsSent_) {
-    Held h;
-    h.head = c;
-    again.push_back(std::move(h));
-  }
   size_t bytes = 0;
   for (Held& h : l.held) {
     const uint64_t payloadAt = h.at + sizeof(Frame), end = payloadAt + h.head.len;
-    if (end <= acked || isCut(h.head)) continue;  // the peer has it all; cuts go first, above
+    if (end <= acked || isNotice(h.head)) continue;  // the peer has it all; notices go first anyway
     const uint32_t had = acked > payloadAt ? static_cast<uint32_t>(acked - payloadAt) : 0;
     h.head.offset += had;
     h.head.len -= had;
@@ -530,22 +616,13 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
     again.push_back(std::move(h));
   }
   for (Held& h : l.loose) {
-    if (isCut(h.head)) continue;
+    if (isNotice(h.head)) continue;
     bytes += h.head.len;
     again.push_back(std::move(h));
   }
   l.held.clear();
   l.loose.clear();
-  Lane* to = nullptr;
-  size_t least = SIZE_MAX;
-  for (Lane& o : lanes_) {
-    if (o.dead) continue;
-    const size_t queued = unacked(o.fd);
-    if (queued < least) {
-      least = queued;
-      to = &o;
-    }
-  }
+  const Lane* to = sendNotices(notice(kCutOffset, i, l.gen, acked), &again);
   if (!to) {
     WARN("NET/Socket: the last lane of a send connection (%s) failed: %s; no lane is left to carry it",
          laneName(l.fd).c_str(), why);
@@ -554,7 +631,6 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
   WARN("NET/Socket: lane %zu of %zu of a send connection (%s) failed: %s; its %zu bytes the peer lacks go again "
        "over lane %zu (%s)", i, lanes_.size(), laneName(l.fd).c_str(), why, bytes,
        static_cast<size_t>(to - lanes_.data()), laneName(to->fd).c_str());
-  for (Held& h : again) to->loose.push_back(std::move(h));
   return true;
 }
 
@@ -602,7 +678,7 @@ bool SocketStream::moveRecv(size_t begin, size_t end) {
   int n = 0;
   for (size_t i = begin; i < end; ++i) {
     Lane& l = lanes_[i];
-    if (!recvBlocked(l) && !l.eof && !l.dead && n < kMaxLanes) {
+    if (!recvBlocked(l) && !l.eof && n < kMaxLanes) {  // a cut lane too: its bytes past the cut are dropped
       p[n] = {l.fd, POLLIN, 0};
       which[n++] = &l;
     }
@@ -649,17 +725,27 @@ size_t SocketStream::readable(const Lane& l, size_t want) const {
   return l.cutAt == UINT64_MAX ? want : static_cast<size_t>(std::min<uint64_t>(want, l.cutAt - l.wire));
 }
 
-// A cut notice: lane h.total ends at byte A. Where it has read that far
-// already, it ends now; else once it has (the bytes are in its kernel).
-bool SocketStream::readCut(const Frame& h) {
+// A notice: lane L ends at byte A (a cut), or goes on at byte W (a rejoin).
+// A cut where the lane has read that far already ends it now; else once it
+// has (the bytes are in its kernel). Notices of an earlier generation, or
+// known already, were sent again: nothing to do.
+bool SocketStream::readNotice(const Frame& h) {
   const uint64_t at = (uint64_t{h.tag} << 32) | h.seq;
-  if (h.total >= lanes_.size() || !helpers_.empty()) {
-    WARN("NET/Socket: a cut of lane %u came (%zu lanes%s)", h.total, lanes_.size(),
+  const size_t lane = h.total & 0xffffu;
+  const uint32_t gen = h.total >> 16;
+  if (lane >= lanes_.size() || !helpers_.empty()) {
+    WARN("NET/Socket: a notice for lane %zu came (%zu lanes%s)", lane, lanes_.size(),
          helpers_.empty() ? "" : ", moved by helper threads, which cannot take it");
     return false;
   }
-  Lane& k = lanes_[h.total];
-  if (k.dead || k.cutAt != UINT64_MAX) return true;  // a cut sent again: known
+  Lane& k = lanes_[lane];
+  if (h.offset == kRejoinOffset) return readRejoin(k, gen, at);
+  if (gen > k.gen) {
+    WARN("NET/Socket: a cut of lane %zu's generation %u came before it was taken back (generation %u)", lane, gen,
+         k.gen);
+    return false;
+  }
+  if (gen < k.gen || k.dead || k.cutAt != UINT64_MAX) return true;  // sent again: known
   {
     std::lock_guard<std::mutex> lock(mu_);
     cuts_ = true;
@@ -668,10 +754,68 @@ bool SocketStream::readCut(const Frame& h) {
   return k.wire >= at ? cutLane(k) : true;
 }
 
+// Lane k, cut, goes on at byte `at` (generation `gen`): once it is read up
+// to its cut, the bytes up to `at` are dropped and frames read from there;
+// one byte back on it tells the sender so.
+bool SocketStream::readRejoin(Lane& k, uint32_t gen, uint64_t at) {
+  if (gen <= k.gen) return true;  // sent again: known
+  if (gen != k.gen + 1 || (!k.dead && k.cutAt == UINT64_MAX) || at < k.wire) {
+    WARN("NET/Socket: lane %zu was taken back (generation %u, at byte %llu) where it was not cut (generation %u, "
+         "%llu bytes read)", static_cast<size_t>(&k - lanes_.data()), gen, static_cast<unsigned long long>(at), k.gen,
+         static_cast<unsigned long long>(k.wire));
+    return false;
+  }
+  k.gen = gen;
+  if (k.eof) return true;  // it ended while cut: never taken back (no byte goes back)
+  if (k.dead) {  // read up to its cut already: on from here
+    std::lock_guard<std::mutex> lock(mu_);
+    k.dead = false;
+    k.cutAt = UINT64_MAX;
+    k.skipTo = at;
+    --eofLanes_;
+  } else {
+    k.resumeAt = at;  // cutLane goes on from there
+  }
+  const char byte = 1;
+  (void)!send(k.fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);  // where it fails the sender never takes it back
+  return true;
+}
+
+// Lane l, cut and read up to its cut: what else comes on it went again
+// elsewhere, and is dropped (else the peer's kernel, its buffer full, would
+// hold it unacknowledged, and the lane could never be taken back). Its
+// closing ends it.
+bool SocketStream::dropCut(Lane& l) {
+  if (!sink_) sink_.reset(new char[kSinkBytes]);
+  for (;;) {
+    const ssize_t k = recv(l.fd, sink_.get(), kSinkBytes, MSG_DONTWAIT);
+    if (k <= 0) {  // closed or broken: it ends (counted among the ended lanes when it was cut)
+      if (k == 0 || !socketWouldBlock()) l.eof = true;
+      return true;
+    }
+    l.wire += static_cast<uint64_t>(k);
+  }
+}
+
+// Lane l, taken back: drops its bytes up to l.skipTo (what its sender gave
+// it before it was given up, sent again elsewhere). False: it broke.
+bool SocketStream::skip(Lane& l) {
+  if (!sink_) sink_.reset(new char[kSinkBytes]);
+  while (l.wire < l.skipTo) {
+    const ssize_t k = recv(l.fd, sink_.get(), std::min<uint64_t>(l.skipTo - l.wire, kSinkBytes), MSG_DONTWAIT);
+    if (k == 0) return false;
+    if (k < 0) return socketWouldBlock();
+    l.wire += static_cast<uint64_t>(k);
+  }
+  l.skipTo = UINT64_MAX;
+  return true;
+}
+
 // Lane l ends at its cut A, having read P >= A bytes: the frame it was
 // reading keeps what lay before A; frames it read whole past A give back the
-// bytes past A (they come again, each counted once); nothing more is read
-// from it. False: the cut fell where it no longer knows its frames.
+// bytes past A (they come again, each counted once); what follows is
+// dropped, up to where it is taken back if it is. False: the cut fell where
+// it no longer knows its frames.
 bool SocketStream::cutLane(Lane& l) {
   constexpr uint64_t hb = sizeof(Frame);
   const uint64_t cut = l.cutAt, read = l.wire;
@@ -697,9 +841,15 @@ bool SocketStream::cutLane(Lane& l) {
   l.req = nullptr;
   l.staging = false;
   l.discarding = false;
+  l.blocked = false;  // its next frame, waiting for a post, is past the cut
   l.moved = 0;
-  l.dead = true;
-  if (!l.eof) ++eofLanes_;
+  if (l.resumeAt != UINT64_MAX) {  // taken back already: on from there
+    l.skipTo = l.resumeAt;
+    l.resumeAt = l.cutAt = UINT64_MAX;
+  } else {
+    l.dead = true;
+    if (!l.eof) ++eofLanes_;
+  }
   if (current > cut) {  // whole frames read past the cut (else nothing to give back)
     if (l.seen.empty() || l.seen.front().at > cut) {
       WARN("NET/Socket: lane %zu was cut at byte %llu, before the frames it remembers", &l - lanes_.data(),
@@ -709,7 +859,7 @@ bool SocketStream::cutLane(Lane& l) {
     for (const Seen& e : l.seen) {
       if (e.at >= current) break;  // the frame in progress: done above
       const uint64_t payloadAt = e.at + hb, end = payloadAt + e.head.len;
-      if (end <= cut || isCut(e.head)) continue;
+      if (end <= cut || isNotice(e.head)) continue;
       const uint32_t over = static_cast<uint32_t>(end - std::max(cut, payloadAt));
       if (Request* r = posted(e.head.seq)) {
         r->moved -= over;
@@ -738,8 +888,15 @@ bool SocketStream::cutLane(Lane& l) {
 bool SocketStream::readLane(Lane& l) {
   constexpr size_t hb = sizeof(Frame);
   for (;;) {
-    if (l.dead) return true;
-    if (l.wire == l.cutAt) return cutLane(l);
+    if (l.dead) return dropCut(l);
+    if (l.wire == l.cutAt) {
+      if (!cutLane(l)) return false;
+      continue;
+    }
+    if (l.skipTo != UINT64_MAX) {
+      if (!skip(l)) return false;
+      if (l.skipTo != UINT64_MAX) return true;  // more to come
+    }
     if (l.moved < hb) {
       const ssize_t k =
           recv(l.fd, reinterpret_cast<char*>(&l.head) + l.moved, readable(l, hb - l.moved), MSG_DONTWAIT);
@@ -754,10 +911,10 @@ bool SocketStream::readLane(Lane& l) {
       l.moved += static_cast<size_t>(k);
       l.wire += static_cast<uint64_t>(k);
       if (l.moved < hb) continue;
-      if (isCut(l.head)) {
+      if (isNotice(l.head)) {
         l.moved = 0;
         if (lanes_.size() > 1) l.seen.push_back({l.wire - hb, l.head});
-        if (!readCut(l.head)) return false;
+        if (!readNotice(l.head)) return false;
         continue;
       }
       if (lanes_.size() > 1) {  // where a cut may fall
@@ -765,7 +922,10 @@ bool SocketStream::readLane(Lane& l) {
         while (l.seen.size() > kSeenFrames || (l.seen.size() > 1 && l.wire - l.seen[1].at > kSeenBytes))
           l.seen.pop_front();
       }
-      if (l.wire == l.cutAt) return cutLane(l);  // the cut falls right after this head: none of its payload
+      if (l.wire == l.cutAt) {  // the cut falls right after this head: none of its payload
+        if (!cutLane(l)) return false;
+        continue;
+      }
     }
     const Frame& h = l.head;
     if (!l.req && !l.staging && !l.discarding) {

@@ -27,7 +27,16 @@
 // moves. The receiver reads lane k up to A (acknowledged bytes are in its
 // kernel, link or no link) and no further; bytes it read past A before the
 // notice came are uncounted, to be counted again as they come a second time
-// (a message already complete takes nothing twice).
+// (a message already complete takes nothing twice). A lane given up that
+// works again (the peer acknowledged all it was given, its interface up,
+// ACCL_LANE_TIMEOUT_MS after it went) is taken back: a rejoin notice ("lane
+// k goes on at byte W", W all it was given), after every earlier notice,
+// goes over a lane that moves; the receiver skips lane k's bytes up to W,
+// reads frames from there and says so with one byte back on lane k; the
+// sender writes new frames on it once that byte came (never before: the
+// receiver must know where the lane's old bytes end). Notices name the
+// lane's generation (how often it came back), so that one sent again late
+// is told from a new one.
 #pragma once
 
 #include <poll.h>
@@ -76,6 +85,8 @@ class SocketStream {
   bool helped() const { return !helpers_.empty(); }
   size_t stagedBytes();  // recv: frames held for messages not posted yet
   int deadLanes() const { return static_cast<int>(deadLanes_); }
+  int rejoins() const { return static_cast<int>(rejoins_); }  // lanes taken back so far
+  uint64_t laneBytes(size_t lane) const { return lanes_[lane].bytes; }
 
   // Tests: gives up lane `lane` of a sender as if its peer had acknowledged
   // `share` (0 to 1) of the bytes it still holds. False: it cannot (no
@@ -84,6 +95,8 @@ class SocketStream {
   // Tests: frames stay held whatever the peer acknowledged (so that a cut
   // can fall behind what the receiver read, as where acknowledgements were lost).
   void holdForTest() { holdForTest_ = true; }
+  // Tests: a lane given up is taken back this long after (once it works).
+  void rejoinAfterForTest(uint64_t us) { rejoinUs_ = us; }
 
   // Bytes of a message one frame carries where there are several lanes: at
   // least this (a lane's first frames, and a slow lane's), at most kMaxFrameBytes.
@@ -100,10 +113,17 @@ class SocketStream {
     uint32_t offset;  // of this chunk in the message
     uint32_t len;     // of this chunk
   };
-  // A cut notice is a frame of no payload whose offset is kCutOffset (no
-  // message has such a chunk): lane `total` ends at byte (tag << 32) | seq.
+  // A notice is a frame of no payload whose offset no message's chunk can
+  // have: a cut (lane L ends at byte (tag << 32) | seq) or a rejoin (lane L
+  // goes on at that byte), L the low 16 bits of `total`, the lane's
+  // generation (rejoins so far; a rejoin names the one it begins) the high 16.
   static constexpr uint32_t kCutOffset = 0xffffffffu;
-  static bool isCut(const Frame& h) { return h.offset == kCutOffset && h.len == 0; }
+  static constexpr uint32_t kRejoinOffset = 0xfffffffeu;
+  static bool isNotice(const Frame& h) { return h.offset >= kRejoinOffset && h.len == 0; }
+  static Frame notice(uint32_t kind, size_t lane, uint32_t gen, uint64_t at) {
+    return {static_cast<uint32_t>(at), static_cast<uint32_t>(at >> 32), static_cast<uint32_t>(lane) | (gen << 16), kind,
+            0};
+  }
   // A frame a sender holds (failover): written or to be written, its payload
   // in memory of its own; `at`: where on its lane its head starts.
   struct Held {
@@ -146,13 +166,20 @@ class SocketStream {
     Request* req = nullptr;     // whose frame it carries (recv: once the head names it; send: null for a held one)
     bool writing = false;       // send: a frame begun (its payload at src)
     const char* src = nullptr;
-    bool dead = false;          // send: given up (failover); recv: cut (nothing more is read from it)
+    bool dead = false;          // send: given up (failover); recv: cut (what it carries past the cut is dropped)
+    uint32_t gen = 0;           // rejoins of it so far (its notices carry it)
+    bool rejoining = false;     // send, dead: its rejoin notice sent, the peer's byte not yet back
+    bool gone = false;          // send, dead: its socket failed outright (never taken back)
+    uint64_t deadUs = 0;        // send: when it was given up
+    bool stallWarned = false;   // send: the last lane, stalled, said so
     std::deque<Held> held;      // send, failover: frames begun that the peer may not have, oldest first
     std::deque<Held> loose;     // send: frames of no request to write before any new one (a cut and what follows)
     uint64_t ackedAt = 0;       // send, failover: bytes acknowledged at the last look,
     uint64_t stillUs = 0;       // and since when no more
     uint64_t wire = 0;          // recv: bytes read, heads too
     uint64_t cutAt = UINT64_MAX;  // recv: its sender gave it up here (read up to it, no further)
+    uint64_t resumeAt = UINT64_MAX;  // recv: cut, and taken back here (what lies between is skipped)
+    uint64_t skipTo = UINT64_MAX;    // recv: taken back: bytes up to here are dropped
     bool discarding = false;    // recv: its frame is of a message complete already (sent again): read, dropped
     std::deque<Seen> seen;      // recv, several lanes: its recent frames (where a cut may fall)
     bool staging = false;       // recv: its frame goes into `stage` (its message not posted yet)
@@ -187,8 +214,13 @@ class SocketStream {
   void beginHeld(Lane& l);
   bool checkLanes(uint64_t nowUs);
   bool failLane(size_t lane, uint64_t acked, const char* why);
+  void watchDeadLane(size_t lane, uint64_t nowUs);
+  Lane* sendNotices(const Frame& last, std::deque<Held>* after);
   bool cutLane(Lane& l);
-  bool readCut(const Frame& h);
+  bool readNotice(const Frame& h);
+  bool readRejoin(Lane& k, uint32_t gen, uint64_t at);
+  bool skip(Lane& l);
+  bool dropCut(Lane& l);
   size_t readable(const Lane& l, size_t want) const;
   bool moveRecv(size_t begin, size_t end);
   bool writeFrame(Lane& l);
@@ -208,10 +240,12 @@ class SocketStream {
   bool send_;
   bool failover_;                 // send: copies kept, stalled lanes given up
   uint64_t laneTimeoutUs_ = 0;    // ACCL_LANE_TIMEOUT_MS
+  uint64_t rejoinUs_ = 0;         // a lane given up is taken back this long after, at the earliest
   uint64_t checkedUs_ = 0;        // send, failover: the last look at the lanes
   size_t deadLanes_ = 0;
+  size_t rejoins_ = 0;
   bool holdForTest_ = false;
-  std::vector<Frame> cutsSent_;   // send: every cut notice sent (each failover sends them all again)
+  std::vector<Frame> noticesSent_;  // send: every notice sent (each new one goes after them all again)
   std::unique_ptr<char[]> sink_;  // recv: where dropped payload goes
   std::vector<Lane> lanes_;
   std::vector<std::unique_ptr<Helper>> helpers_;

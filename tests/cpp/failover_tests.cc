@@ -52,6 +52,13 @@ bool tcpLanes(int n, std::vector<int>* tx, std::vector<int>* rx) {
 
 char pattern(size_t msg, size_t i) { return static_cast<char>(i * 131 + msg * 7 + (i >> 12)); }
 
+// Messages of every kind of frame: empty, small, one frame, several.
+std::vector<size_t> mixed(size_t n) {
+  std::vector<size_t> s;
+  for (size_t m = 0; m < n; ++m) s.push_back(m % 5 == 0 ? 0 : m % 5 == 1 ? 1000 : (m % 5) * 150000);
+  return s;
+}
+
 // A sender and a receiver stream over `lanes` lanes, one thread moving both:
 // messages of `sizes`, at most 8 posted at a time on each side.
 struct Run {
@@ -63,18 +70,25 @@ struct Run {
   size_t posted[2] = {0, 0}, done[2] = {0, 0};
   bool failed = false;
 
-  Run(int lanes, std::vector<size_t> s) : sizes(std::move(s)) {
+  bool endless = false;  // messages are added as the sender runs out
+
+  Run(int lanes, const std::vector<size_t>& s) {
     std::vector<int> a, b;
     CHECK(tcpLanes(lanes, &a, &b));
     tx = new SocketStream(a, true, true);
     rx = new SocketStream(b, false);
-    for (size_t m = 0; m < sizes.size(); ++m) {
-      out.emplace_back(sizes[m]);
-      for (size_t i = 0; i < sizes[m]; ++i) out[m][i] = pattern(m, i);
-      in.emplace_back(sizes[m] + 1, 0);
+    add(s);
+  }
+  void add(const std::vector<size_t>& s) {
+    for (size_t size : s) {
+      const size_t m = sizes.size();
+      sizes.push_back(size);
+      out.emplace_back(size);
+      for (size_t i = 0; i < size; ++i) out[m][i] = pattern(m, i);
+      in.emplace_back(size + 1, 0);
     }
-    sends.assign(sizes.size(), nullptr);
-    recvs.assign(sizes.size(), nullptr);
+    sends.resize(sizes.size(), nullptr);
+    recvs.resize(sizes.size(), nullptr);
   }
   ~Run() {
     delete tx;
@@ -82,6 +96,7 @@ struct Run {
   }
   // One side's turn: posts while it may, then tests its oldest request.
   void side(int k, bool move) {
+    if (endless && !k && posted[0] + 8 > sizes.size()) add(mixed(40));
     SocketStream* st = k ? rx : tx;
     std::vector<void*>& reqs = k ? recvs : sends;
     while (posted[k] < sizes.size() && posted[k] - done[k] < 8) {
@@ -90,6 +105,7 @@ struct Run {
       if (st->post(data, k ? sizes[posted[k]] + 1 : sizes[posted[k]], 3, &r) != ncclSuccess || !r) break;
       reqs[posted[k]++] = r;
     }
+    if (move && !k && done[k] == posted[k]) tx->progress();  // as the transport does with nothing outstanding
     if (!move || done[k] == posted[k]) return;
     int ok = 0;
     size_t n = 0;
@@ -122,13 +138,6 @@ struct Run {
     return true;
   }
 };
-
-// Messages of every kind of frame: empty, small, one frame, several.
-std::vector<size_t> mixed(size_t n) {
-  std::vector<size_t> s;
-  for (size_t m = 0; m < n; ++m) s.push_back(m % 5 == 0 ? 0 : m % 5 == 1 ? 1000 : (m % 5) * 150000);
-  return s;
-}
 
 }  // namespace
 
@@ -309,4 +318,79 @@ TEST(failover_a_staged_frame_cut_twice) {
   CHECK(done);
   CHECK(m1 == std::vector<char>(100, 'q') && z == std::vector<char>(8, 'r'));
   CHECK_EQ(p.stream->stagedBytes(), 0u);
+}
+
+TEST(failover_a_lane_given_up_is_taken_back) {
+  // Lane 1 is given up mid-stream (ahead of the receiver, or behind what it
+  // read), works (loopback), and is taken back once the receiver's byte
+  // comes: it carries frames again, every message exact. Then it goes a
+  // second time (generation 1) and comes back again.
+  for (bool hold : {false, true}) for (double share : {0.0, 0.6}) {
+    Run r(3, mixed(40));
+    r.endless = true;
+    r.tx->rejoinAfterForTest(20000);
+    if (hold) r.tx->holdForTest();
+    CHECK(r.until([&] { return r.done[1] >= 8; }));
+    if (hold) r.until([] { return false; }, false, true, 100);  // the receiver reads ahead of the cut
+    CHECK(r.tx->failLaneForTest(1, share));
+    for (int round = 1; round <= 2; ++round) {
+      const uint64_t before = r.tx->laneBytes(1);
+      CHECK(r.until([&] { return r.tx->rejoins() == round; }));
+      CHECK_EQ(r.tx->deadLanes(), 0);
+      CHECK(r.until([&] { return r.tx->laneBytes(1) > before + (1 << 20); }));  // carries again
+      if (round == 1) CHECK(r.tx->failLaneForTest(1, 0.5));
+    }
+    r.endless = false;
+    CHECK(r.all());
+    CHECK(r.exact());
+  }
+}
+
+TEST(failover_another_lane_cut_after_a_return_sends_old_notices_again) {
+  // Lane 0 is given up and taken back; then lane 2 goes: every notice so far
+  // (lane 0's cut and rejoin, of generation 0 and 1) goes again before lane
+  // 2's cut. The receiver knows them: lane 0 is not cut a second time.
+  Run r(3, mixed(40));
+  r.endless = true;
+  r.tx->rejoinAfterForTest(10000);
+  CHECK(r.until([&] { return r.done[1] >= 8; }));
+  CHECK(r.tx->failLaneForTest(0, 1.0));  // cut where it was given all: the cut and the rejoin at one byte
+  CHECK(r.until([&] { return r.tx->rejoins() == 1; }));
+  CHECK(r.tx->failLaneForTest(2, 0.3));
+  const uint64_t before = r.tx->laneBytes(0);
+  CHECK(r.until([&] { return r.tx->laneBytes(0) > before + (2 << 20); }));
+  r.endless = false;
+  CHECK(r.all());
+  CHECK(r.exact());
+}
+
+TEST(failover_a_rejoin_read_before_the_lane_reached_its_cut) {
+  // By hand: lane 1 carries message 0 (half of it is past the cut at 20 +
+  // 50); the cut and the rejoin at its end (W) come on lane 0 before the
+  // receiver reads lane 1. It reads lane 1 up to the cut, skips to W, sends
+  // its byte back, and reads message 1 from lane 1 after W.
+  HandPeer p(2);
+  std::vector<char> m0(100, 0), m1(30, 0);
+  void *r0 = nullptr, *r1 = nullptr;
+  CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
+  CHECK_EQ(p.stream->post(m1.data(), 30, 3, &r1), ncclSuccess);
+  p.cut(0, 1, 20 + 50);
+  const uint32_t rejoin[5] = {20 + 100, 0, 1u | (1u << 16), 0xfffffffeu, 0};
+  CHECK(write(p.tx[0], rejoin, sizeof(rejoin)) == static_cast<ssize_t>(sizeof(rejoin)));
+  p.frame(0, 0, 100, 50, 50, 'b');
+  int done = 0;
+  CHECK_EQ(p.wait(r0, &done, 100), ncclSuccess);
+  CHECK(!done);
+  p.frame(1, 0, 100, 0, 100, 'a');  // what lane 1 carried before it was given up (past the cut: 'a' must not count)
+  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
+  CHECK(done);
+  char back = 0;
+  for (int i = 0; i < 100 && recv(p.tx[1], &back, 1, MSG_DONTWAIT) != 1; ++i) usleep(1000);
+  CHECK_EQ(back, 1);
+  p.frame(1, 1, 30, 0, 30, 'c');
+  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
+  CHECK(done);
+  CHECK(std::equal(m0.begin(), m0.begin() + 50, std::vector<char>(50, 'a').begin()) &&
+        std::equal(m0.begin() + 50, m0.end(), std::vector<char>(50, 'b').begin()));
+  CHECK(m1 == std::vector<char>(30, 'c'));
 }

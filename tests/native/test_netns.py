@@ -349,20 +349,30 @@ def _launch_until_crossed(net, argv, crossed, **kw):
 
 
 @pytest.mark.timeout(180)
-def test_a_port_that_dies_mid_run_fails_over_to_the_other_plane():
+def test_a_port_that_dies_mid_run_fails_over_and_is_taken_back():
     """1 rail x 2 planes, one rank per host: each connection's sockets leave
     from both ports. Host 1's plane-1 port goes down while allreduces run:
     each side's socket over it is given up once nothing was acknowledged for
     ACCL_LANE_TIMEOUT_MS while TCP retransmits, what the peer lacked goes
-    again over plane 0, and every result is exact."""
+    again over plane 0, and every result is exact. The port comes back 2 s
+    later: both sockets over it carry again (TCP delivers what they held,
+    then the peer takes them back), before the run ends."""
     net = emunet(hosts=2, nics=1, planes=2, rate="400mbit")
     try:
         env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "60"}
         run, res = _launch_until_crossed(
-            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "32M", "-e", "32M", "-n", "16", "-w", "1",
-                  "-c", "1", "-d", "int32"], 40 << 20, timeout=150, env=env)
+            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "32M", "-e", "32M", "-n", "60", "-w", "1",
+                  "-c", "1", "-d", "int32"], 40 << 20, timeout=170, env=env)
         net.set_link(1, 0, 1, up=False)
         after = net.hosts[1].counters()
+        time.sleep(2)
+        down = net.hosts[1].counters()
+        net.set_link(1, 0, 1, up=True)
+        back = time.monotonic()
+        while net.hosts[1].counters()["nic0p1"][0] - down["nic0p1"][0] < 8 << 20 and run.is_alive():
+            assert time.monotonic() - back < 60, "plane 1 was not taken back"
+            time.sleep(0.05)
+        assert run.is_alive(), "the run ended before plane 1 carried again"
         run.join()
         results = res["r"]
         out = "\n".join(r.stdout[-3000:] for r in results)
@@ -370,8 +380,9 @@ def test_a_port_that_dies_mid_run_fails_over_to_the_other_plane():
         assert "# Out of bounds values : 0 OK" in results[0].stdout, out
         for r in results:
             assert "no byte acknowledged for" in r.stdout and "go again over lane 0" in r.stdout, r.stdout[-3000:]
-        moved = net.hosts[1].counters()["nic0p0"][0] - after["nic0p0"][0]
-        assert moved > 32 << 20, moved  # the rest of the run crossed plane 0
+            assert "lane 1 of 2 of a send connection" in r.stdout and "carries again" in r.stdout, r.stdout[-3000:]
+        moved = down["nic0p0"][0] - after["nic0p0"][0]
+        assert moved > 32 << 20, moved  # while it was down, plane 0 carried the run
     finally:
         net.down()
 
