@@ -84,27 +84,30 @@ bool established(int fd) {
   return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_ESTABLISHED;
 }
 
+// The interface of `all` that holds fd's own address (null: none does).
+const ifaddrs* ownInterface(int fd, const ifaddrs* all) {
+  SockAddr me{};
+  socklen_t len = sizeof(me);
+  if (getsockname(fd, &me.sa, &len) != 0) return nullptr;
+  for (const ifaddrs* i = all; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != me.sa.sa_family) continue;
+    if (me.sa.sa_family == AF_INET
+            ? reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == me.sin.sin_addr.s_addr
+            : memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, &me.sin6.sin6_addr,
+                     sizeof(in6_addr)) == 0)
+      return i;
+  }
+  return nullptr;
+}
+
 // Whether the interface fd leaves from is down (no carrier, or taken down):
 // what fd writes then never leaves, so TCP keeps it unsent (probing) rather
 // than retransmitting it.
 bool localLinkDown(int fd) {
-  SockAddr me{};
-  socklen_t len = sizeof(me);
-  if (getsockname(fd, &me.sa, &len) != 0) return false;
   ifaddrs* all = nullptr;
   if (getifaddrs(&all) != 0) return false;
-  bool down = false;
-  for (const ifaddrs* i = all; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != me.sa.sa_family) continue;
-    const bool same = me.sa.sa_family == AF_INET
-                          ? reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == me.sin.sin_addr.s_addr
-                          : memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, &me.sin6.sin6_addr,
-                                   sizeof(in6_addr)) == 0;
-    if (same) {
-      down = !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_RUNNING);
-      break;
-    }
-  }
+  const ifaddrs* i = ownInterface(fd, all);
+  const bool down = i && (!(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_RUNNING));
   freeifaddrs(all);
   return down;
 }
@@ -115,12 +118,18 @@ size_t unacked(int fd) {
   return ioctl(fd, SIOCOUTQ, &queued) == 0 && queued > 0 ? static_cast<size_t>(queued) : 0;
 }
 
-// "10.0.0.1:5 -> 10.0.1.1:7": a lane, for the log.
+// "10.0.0.1:5 (nic0p1) -> 10.0.1.1:7": a lane and the NIC it leaves from, for the log.
 std::string laneName(int fd) {
   SockAddr me{}, peer{};
   socklen_t a = sizeof(me), b = sizeof(peer);
   if (getsockname(fd, &me.sa, &a) != 0 || getpeername(fd, &peer.sa, &b) != 0) return "a socket";
-  return addrToString(me) + " -> " + addrToString(peer);
+  std::string nic;
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) == 0) {
+    if (const ifaddrs* i = ownInterface(fd, all)) nic = std::string(" (") + i->ifa_name + ")";
+    freeifaddrs(all);
+  }
+  return addrToString(me) + nic + " -> " + addrToString(peer);
 }
 
 void poke(int fd) {

@@ -45,7 +45,7 @@ bool parseNics(const std::string& s, TopoReport* r, std::string* err) {
     strcpy(n.name, name.c_str());
     strcpy(n.subnet, subnet.c_str());
     n.dev = r->nics;
-    n.rail = n.plane = -1;
+    n.rail = n.plane = n.nic = n.port = -1;
     ++r->nics;
   }
   return true;

@@ -8,6 +8,7 @@
 #include "base/debug.h"
 #include "base/param.h"
 #include "net/net.h"
+#include "topo/pci.h"
 #include "topo/topo.h"
 
 namespace accl {
@@ -90,6 +91,7 @@ ncclResult_t topoReport(NetBackend* net, TopoReport* out) {
     WARN("ACCL_NICS=%s: %s", spec, err.c_str());
     return ncclInvalidUsage;
   }
+  topoPciPorts("/sys", out);
   return ncclSuccess;
 }
 

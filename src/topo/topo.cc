@@ -30,18 +30,47 @@ bool onePortPerRailPlane(const std::vector<TopoHost>& hosts) {
   return true;
 }
 
+// The port 0 of n's NIC on host h where sysfs paired n with a second port;
+// else n.
+const TopoNic& firstPort(const TopoHost& h, const TopoNic& n) {
+  if (n.port > 0)
+    for (const TopoNic& m : h.nics)
+      if (m.nic == n.nic && m.port == 0) return m;
+  return n;
+}
+
+bool pairedPorts(const std::vector<TopoHost>& hosts) {
+  for (const TopoHost& h : hosts)
+    for (const TopoNic& n : h.nics)
+      if (n.port >= 0) return true;
+  return false;
+}
+
 // Each subnet is a rail, numbered as the hosts (in order) and their devices
 // first show it: NICs on one subnet across hosts reach each other through
-// one switch. False where a NIC has no subnet (a plugin's device).
-bool railsBySubnet(std::vector<TopoHost>* hosts) {
+// one switch. With `planes`, the two ports of one NIC (sysfs) are one
+// rail's planes 0 and 1, the rail named by port 0's subnet; every host's
+// port 1 of a rail must then share one subnet too. False where a NIC has
+// no subnet (a plugin's device), or the hosts share no rail.
+bool railsBySubnet(std::vector<TopoHost>* hosts, bool planes) {
   std::vector<std::string> seen;
+  std::vector<std::string> second;  // by rail: its plane-1 subnet
   for (TopoHost& h : *hosts)
     for (TopoNic& n : h.nics) {
       if (!n.subnet[0]) return false;
-      auto it = std::find(seen.begin(), seen.end(), n.subnet);
+      const TopoNic& first = planes ? firstPort(h, n) : n;
+      auto it = std::find(seen.begin(), seen.end(), first.subnet);
       n.rail = static_cast<int32_t>(it - seen.begin());
-      n.plane = 0;
-      if (it == seen.end()) seen.push_back(n.subnet);
+      n.plane = planes && n.port > 0 ? 1 : 0;
+      if (it == seen.end()) {
+        seen.push_back(first.subnet);
+        second.emplace_back();
+      }
+      if (n.plane == 1) {
+        std::string& s = second[static_cast<size_t>(n.rail)];
+        if (!s.empty() && s != n.subnet) return false;
+        s = n.subnet;
+      }
     }
   // Routed fabrics (a subnet per rack or per link) share none between some
   // hosts: the subnets say nothing of rails there.
@@ -55,12 +84,21 @@ bool railsBySubnet(std::vector<TopoHost>* hosts) {
   return true;
 }
 
+// A rail per NIC in device order (a NIC's two ports its two planes).
 void railsByDevice(std::vector<TopoHost>* hosts) {
-  for (TopoHost& h : *hosts)
-    for (size_t i = 0; i < h.nics.size(); ++i) {
-      h.nics[i].rail = static_cast<int32_t>(i);
-      h.nics[i].plane = 0;
-    }
+  for (TopoHost& h : *hosts) {
+    int rail = 0;
+    for (TopoNic& n : h.nics)
+      if (&firstPort(h, n) == &n) {
+        n.rail = rail++;
+        n.plane = 0;
+      }
+    for (TopoNic& n : h.nics)
+      if (&firstPort(h, n) != &n) {
+        n.rail = firstPort(h, n).rail;
+        n.plane = 1;
+      }
+  }
 }
 
 const TopoNic* portOn(const TopoHost& h, int rail, int plane) {
@@ -110,7 +148,10 @@ Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoR
     if (agree && some)
       WARN("the rails declared (ACCL_NICS, or the net plugin) leave a NIC without a rail or two ports of one host "
            "on one rail and plane: rails are inferred");
-    if (agree && railsBySubnet(&t.hosts) && onePortPerRailPlane(t.hosts)) {
+    const bool paired = pairedPorts(t.hosts);
+    if (agree && paired && railsBySubnet(&t.hosts, true) && onePortPerRailPlane(t.hosts)) {
+      t.source = "subnets, planes from the ports of each NIC (PCI)";
+    } else if (agree && railsBySubnet(&t.hosts, false) && onePortPerRailPlane(t.hosts)) {
       t.source = "subnets";
     } else {
       railsByDevice(&t.hosts);

@@ -24,6 +24,7 @@ struct TopoNic {
   int32_t dev;          // the backend's device number on that host
   int32_t rail, plane;  // from ACCL_NICS or the plugin (-1: not said)
   int32_t speedMbps;
+  int32_t nic, port;    // sysfs: its physical NIC on the host, and which of its two ports (-1: not two)
 };
 struct TopoReport {
   int32_t nics;

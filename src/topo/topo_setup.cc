@@ -32,6 +32,7 @@ ncclResult_t topoSetup(ncclComm* comm) {
     for (TopoNic& x : r.nic) {
       x.name[sizeof(x.name) - 1] = x.subnet[sizeof(x.subnet) - 1] = 0;
       if (x.rail > 63 || x.plane > 1 || x.rail < -1 || x.plane < -1) x.rail = x.plane = -1;
+      if (x.nic < -1 || x.nic >= kTopoMaxNics || x.port < -1 || x.port > 1) x.nic = x.port = -1;
       if (x.dev < 0 || x.dev >= kTopoMaxNics) x.dev = 0;  // deviceOf takes only devices of its own backend
     }
   }

@@ -1,12 +1,17 @@
 // Unit tests of the topology (topo/topo.h) on fixtures: hosts x ranks x
 // rails x planes, NICs listed in different orders, missing NICs, uneven
 // hosts, rails from subnets, from declarations and in device order.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "test_harness.h"
 
+#include "topo/pci.h"
 #include "topo/topo.h"
 
 namespace {
@@ -20,6 +25,7 @@ TopoNic nic(const std::string& name, int dev, const std::string& subnet, int rai
   x.dev = dev;
   x.rail = rail;
   x.plane = plane;
+  x.nic = x.port = -1;
   return x;
 }
 
@@ -208,4 +214,100 @@ TEST(topo_describe) {
   CHECK(lines[0].find("2 hosts, 1 rail(s) x 1 plane(s)") == 0);
   CHECK(lines[1].find("nic0 rail 0 plane 0 10.0.0.0/24") != std::string::npos);
   CHECK_EQ(lines[3], std::string("ring 0 1"));
+}
+
+namespace {
+
+// A sysfs tree of PCI NICs under a temporary root: interface -> its
+// device's address (and dev_port where given); "" an interface of no device.
+struct FakeSys {
+  std::string root;
+  explicit FakeSys(const std::vector<std::tuple<std::string, std::string, int>>& ifaces) {
+    char tmpl[] = "/tmp/accl-sysfs-XXXXXX";
+    root = mkdtemp(tmpl);
+    for (const auto& [name, addr, devPort] : ifaces) {
+      const std::string net = root + "/class/net/" + name;
+      CHECK_EQ(system(("mkdir -p " + net).c_str()), 0);
+      if (addr.empty()) continue;
+      const std::string dev = root + "/devices/pci0000:00/0000:00:01.0/" + addr;
+      CHECK_EQ(system(("mkdir -p " + dev).c_str()), 0);
+      CHECK_EQ(symlink(dev.c_str(), (net + "/device").c_str()), 0);
+      FILE* f = fopen((net + "/dev_port").c_str(), "w");
+      fprintf(f, "%d\n", devPort);
+      fclose(f);
+    }
+  }
+  ~FakeSys() { (void)!system(("rm -rf " + root).c_str()); }
+};
+
+}  // namespace
+
+TEST(topo_pci_ports_of_one_nic) {
+  // Functions .0/.1 of one device (listed port 1 first), one function's
+  // dev_port 0/1, a single-port NIC, four virtual functions of one device
+  // (not two ports: NICs of their own), a veth, one declared by ACCL_NICS.
+  FakeSys sys({{"ens17f1", "0000:17:00.1", 0}, {"ens17f0", "0000:17:00.0", 0}, {"ens31", "0000:31:00.0", 0},
+               {"mp0", "0000:4b:00.0", 0}, {"mp1", "0000:4b:00.0", 1}, {"vf0", "0000:60:00.0", 0},
+               {"vf1", "0000:60:00.1", 0}, {"vf2", "0000:60:00.2", 0}, {"veth0", "", 0}, {"ens99f0", "0000:99:00.0", 0},
+               {"ens99f1", "0000:99:00.1", 0}});
+  int port = -1;
+  CHECK_EQ(pciAddressOfNet(sys.root, "mp1", &port), std::string("0000:4b:00.0"));
+  CHECK_EQ(port, 1);
+  CHECK_EQ(pciAddressOfNet(sys.root, "veth0", &port), std::string(""));
+  CHECK_EQ(pciAddressOfNet(sys.root, "nosuch", &port), std::string(""));
+  TopoReport r = report({nic("ens17f1", 0, ""), nic("ens17f0", 1, ""), nic("ens31", 2, ""), nic("mp0", 3, ""),
+                         nic("mp1", 4, ""), nic("vf0", 5, ""), nic("vf1", 6, ""), nic("vf2", 7, ""),
+                         nic("veth0", 8, ""), nic("ens99f0", 9, "", 5, 0), nic("ens99f1", 10, "", 6, 0)});
+  topoPciPorts(sys.root, &r);
+  std::string got;
+  for (int i = 0; i < r.nics; ++i)
+    got += std::string(r.nic[i].name) + "=" + std::to_string(r.nic[i].nic) + "." + std::to_string(r.nic[i].port) + " ";
+  CHECK_EQ(got, std::string("ens17f1=0.1 ens17f0=0.0 ens31=1.-1 mp0=2.0 mp1=2.1 vf0=3.-1 vf1=4.-1 vf2=5.-1 "
+                            "veth0=6.-1 ens99f0=7.-1 ens99f1=8.-1 "));
+}
+
+namespace {
+
+// Host h's two dual-port NICs: a (rail subnets 10.0.0/24, plane 1 on
+// 10.0.1/24) and b (10.1.0/24, 10.1.1/24), listed as `order` says.
+std::vector<TopoNic> dualPorts(bool reversed, const std::string& aPlane1 = "10.0.1.0/24") {
+  auto port = [](const char* name, int dev, const std::string& subnet, int nicNo, int p) {
+    TopoNic x = nic(name, dev, subnet);
+    x.nic = nicNo;
+    x.port = p;
+    return x;
+  };
+  if (reversed)
+    return {port("b1", 0, "10.1.1.0/24", 0, 1), port("b0", 1, "10.1.0.0/24", 0, 0), port("a1", 2, aPlane1, 1, 1),
+            port("a0", 3, "10.0.0.0/24", 1, 0)};
+  return {port("a0", 0, "10.0.0.0/24", 0, 0), port("a1", 1, aPlane1, 0, 1), port("b0", 2, "10.1.0.0/24", 1, 0),
+          port("b1", 3, "10.1.1.0/24", 1, 1)};
+}
+
+}  // namespace
+
+TEST(topo_two_ports_of_a_nic_are_one_rails_planes) {
+  // 2 hosts x 2 ranks; host 1 lists its ports in another order. Rails from
+  // port 0's subnet, planes from the ports: 2 rails x 2 planes, each hop
+  // joining one rail's one plane on both sides.
+  Topology t = layout(2, 2, [](int h) { return dualPorts(h == 1); });
+  CHECK_EQ(t.rails, 2);
+  CHECK_EQ(t.planes, 2);
+  CHECK(std::string(t.source).find("planes from the ports") != std::string::npos);
+  CHECK_EQ(hop(t, 0, 2, 0, true), std::string("0,2,1,3"));  // a0 b0 a1 b1
+  CHECK_EQ(hop(t, 0, 2, 2, true), std::string("3,1,2,0"));  // host 1's a0 b0 a1 b1
+  CHECK_EQ(rails(t, 1, 3, 3, false), std::string("10,11"));  // sender 1: rail 1 (b), both planes
+  // Port 1's subnets that differ between hosts are no plane: each subnet its own rail.
+  Topology u = layout(2, 1, [](int h) { return dualPorts(false, h ? "10.9.1.0/24" : "10.0.1.0/24"); });
+  CHECK_EQ(std::string(u.source), std::string("subnets"));
+  CHECK_EQ(u.planes, 1);
+  // No subnets (a plugin's devices): rails in device order, the ports planes.
+  Topology v = layout(2, 1, [](int h) {
+    std::vector<TopoNic> x = dualPorts(h == 1);
+    for (TopoNic& n : x) n.subnet[0] = 0;
+    return x;
+  });
+  CHECK_EQ(std::string(v.source), std::string("device order"));
+  CHECK_EQ(v.rails, 2);
+  CHECK_EQ(v.planes, 2);
 }

@@ -4,6 +4,7 @@ apart, ports go down and up, nothing is left behind), and ranks across it:
 ranks on one host use shared memory, the ring crosses hosts over TCP
 (NCCL_SOCKET_IFNAME names each host's ports)."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -414,6 +415,35 @@ def test_two_ports_die_under_the_hierarchical_collectives():
         # (before "its interface is down" was a reason, an idle socket whose
         # own port died kept its last frame unsent and the run hung)
         assert "go again over lane" in said, out
+    finally:
+        net.down()
+
+
+@pytest.mark.timeout(150)
+def test_a_whole_rail_down_fails_every_rank_within_the_timeout_naming_it():
+    """2 hosts x 2 ranks x 2 rails x 2 planes under the hierarchical
+    allreduce: both ports of host 1's rail 1 go down. Each rail connection
+    over them has no lane left; it waits for the rail to come back (a port
+    may only flap) until ACCL_TIMEOUT, then every rank fails, the stalled
+    lane named with its NIC: never a hang."""
+    net = emunet(hosts=2, nics=2, planes=2, rate="300mbit")
+    try:
+        env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "10"}
+        run, res = _launch_until_crossed(
+            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "200", "-w", "1",
+                  "-c", "1", "-d", "int32"], 8 << 20, ranks_per_host=2, timeout=120, env=env)
+        net.set_link(1, 1, 0, up=False)
+        net.set_link(1, 1, 1, up=False)
+        down = time.monotonic()
+        run.join()
+        took = time.monotonic() - down
+        results = res["r"]
+        out = "\n".join(r.stdout[-3000:] for r in results)
+        assert all(r.returncode != 0 and "killed after" not in r.stdout for r in results), out  # failed, not hung
+        assert took < 10 + 30, (took, out)
+        said = "".join(r.stdout for r in results)
+        assert re.search(r"the last working lane of a send connection \(\S+ \(nic1p[01]\) -> \S+\) stalls", said), out
+        assert "timed out (ACCL_TIMEOUT)" in said, out
     finally:
         net.down()
 
