@@ -1,14 +1,18 @@
 // What a rank reports of its host's NICs (topoReport), and ACCL_NICS.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "base/debug.h"
 #include "base/param.h"
 #include "net/net.h"
 #include "topo/pci.h"
+#include "topo/topo_file.h"
 #include "topo/topo.h"
 
 namespace accl {
@@ -71,6 +75,28 @@ bool topoApplyNics(const char* spec, TopoReport* r, std::string* err) {
   return true;
 }
 
+namespace {
+
+// NCCL_TOPO_FILE onto this host's report (a WARN says why where it fails).
+bool applyTopoFile(const char* path, TopoReport* out) {
+  std::ifstream in(path);
+  std::stringstream text;
+  if (!(text << in.rdbuf())) {
+    WARN("NCCL_TOPO_FILE=%s: cannot be read (%s)", path, strerror(errno));
+    return false;
+  }
+  std::string err, ignored;
+  if (!topoApplyFile(text.str(), out, &err, &ignored)) {
+    WARN("NCCL_TOPO_FILE=%s: %s", path, err.c_str());
+    return false;
+  }
+  if (!ignored.empty())
+    WARN("NCCL_TOPO_FILE=%s names NICs this host's network does not use: %s (ignored)", path, ignored.c_str());
+  return true;
+}
+
+}  // namespace
+
 ncclResult_t topoReport(NetBackend* net, TopoReport* out) {
   memset(out, 0, sizeof(*out));
   const int n = std::min(net->devices(), kTopoMaxNics);
@@ -85,8 +111,9 @@ ncclResult_t topoReport(NetBackend* net, TopoReport* out) {
     x.plane = p.plane;
     x.speedMbps = p.speedMbps;
   }
-  const char* spec = paramString(Param::Nics);
   std::string err;
+  if (const char* file = paramString(Param::TopoFile); *file && !applyTopoFile(file, out)) return ncclInvalidUsage;
+  const char* spec = paramString(Param::Nics);
   if (*spec && !topoApplyNics(spec, out, &err)) {
     WARN("ACCL_NICS=%s: %s", spec, err.c_str());
     return ncclInvalidUsage;

@@ -25,6 +25,7 @@ struct TopoNic {
   int32_t rail, plane;  // from ACCL_NICS or the plugin (-1: not said)
   int32_t speedMbps;
   int32_t nic, port;    // sysfs: its physical NIC on the host, and which of its two ports (-1: not two)
+  char pci[16];         // its PCI address ("0000:17:00.1"; "" where it has none): sysfs or NCCL_TOPO_FILE
 };
 struct TopoReport {
   int32_t nics;

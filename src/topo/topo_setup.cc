@@ -1,5 +1,8 @@
 // A communicator's topology: every rank's report of its host's NICs, one
 // allgather, the same Topology on every rank (topo/topo.h).
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "base/check.h"
@@ -9,11 +12,27 @@
 #include "core/comm.h"
 #include "net/net.h"
 #include "topo/topo.h"
+#include "topo/topo_file.h"
 #include "topo/topo_setup.h"
 
 namespace accl {
 
 void TopologyDeleter::operator()(Topology* t) const { delete t; }
+
+namespace {
+
+// NCCL_TOPO_DUMP_FILE: a file that cannot be written costs a WARN, not the init.
+void dumpTopology(const Topology& t, int host, const char* path) {
+  std::ofstream out(path, std::ios::trunc);
+  out << topoFileXml(t, host);
+  out.close();
+  if (!out)
+    WARN("NCCL_TOPO_DUMP_FILE=%s: cannot be written (%s)", path, strerror(errno));
+  else
+    INFO(kInit, "NCCL_TOPO_DUMP_FILE: host %d's NICs written to %s", host, path);
+}
+
+}  // namespace
 
 ncclResult_t topoSetup(ncclComm* comm) {
   std::vector<TopoReport> reports(comm->nranks);
@@ -24,13 +43,14 @@ ncclResult_t topoSetup(ncclComm* comm) {
   NCCLCHECK(comm->bootstrap->allgather(reports.data(), sizeof(TopoReport)));
   for (int r = 0; r < comm->nranks; ++r)
     if (reports[r].nics == -1) {
-      WARN("rank %d: rank %d could not describe its NICs (ACCL_NICS; its log says why)", comm->rank, r);
+      WARN("rank %d: rank %d could not describe its NICs (ACCL_NICS or NCCL_TOPO_FILE; its log says why)", comm->rank,
+           r);
       return ncclInvalidUsage;
     }
   for (TopoReport& r : reports) {  // a peer's numbers, used as indices and strings below
     r.nics = r.nics < 0 || r.nics > kTopoMaxNics ? 0 : r.nics;
     for (TopoNic& x : r.nic) {
-      x.name[sizeof(x.name) - 1] = x.subnet[sizeof(x.subnet) - 1] = 0;
+      x.name[sizeof(x.name) - 1] = x.subnet[sizeof(x.subnet) - 1] = x.pci[sizeof(x.pci) - 1] = 0;
       if (x.rail > 63 || x.plane > 1 || x.rail < -1 || x.plane < -1) x.rail = x.plane = -1;
       if (x.nic < -1 || x.nic >= kTopoMaxNics || x.port < -1 || x.port > 1) x.nic = x.port = -1;
       if (x.dev < 0 || x.dev >= kTopoMaxNics) x.dev = 0;  // deviceOf takes only devices of its own backend
@@ -47,6 +67,8 @@ ncclResult_t topoSetup(ncclComm* comm) {
   if (comm->topo->localOf[comm->rank] == 0)
     for (const std::string& line : topoDescribe(*comm->topo))  // once per host
       INFO(kInit, "%s topology: %s", comm->name.c_str(), line.c_str());
+  if (const char* dump = paramString(Param::TopoDumpFile); *dump && paramInt(Param::TopoDumpFileRank) == comm->rank)
+    dumpTopology(*comm->topo, comm->topo->hostOf[comm->rank], dump);
   return ncclSuccess;
 }
 

@@ -13,6 +13,8 @@
 
 #include "topo/pci.h"
 #include "topo/topo.h"
+#include "topo/topo_file.h"
+#include "topo/xml.h"
 
 namespace {
 
@@ -310,4 +312,97 @@ TEST(topo_two_ports_of_a_nic_are_one_rails_planes) {
   CHECK_EQ(std::string(v.source), std::string("device order"));
   CHECK_EQ(v.rails, 2);
   CHECK_EQ(v.planes, 2);
+}
+
+TEST(topo_xml_reads_what_topology_files_hold) {
+  XmlNode root;
+  std::string err;
+  const std::string text =
+      "<?xml version=\"1.0\"?>\n<!-- a comment -->\n<system version='1'>\n"
+      "  <cpu numaid=\"0\" affinity=\"ff\">\n"
+      "    <pci busid=\"0000:17:00.0\" class=\"0x020000\"><nic><net name=\"a&amp;b\" speed=\"200000\"/></nic></pci>\n"
+      "    text is skipped\n  </cpu>\n</system>\n";
+  CHECK(xmlParse(text, &root, &err));
+  CHECK_EQ(root.children.size(), 1u);
+  const XmlNode& sys = root.children[0];
+  CHECK_EQ(sys.name, std::string("system"));
+  CHECK_EQ(*sys.attr("version"), std::string("1"));
+  CHECK_EQ(*sys.children[0].children[0].children[0].children[0].attr("name"), std::string("a&b"));
+  CHECK(sys.attr("nope") == nullptr);
+  // Each bad file says what and on which line.
+  const std::pair<const char*, const char*> bad[] = {
+      {"<system>\n<cpu>\n</system>", "line 3: </system> closes <cpu>"},
+      {"<system a=1/>", "line 1: an attribute's value must be quoted"},
+      {"<system a='1' a='2'/>", "line 1: attribute a given twice"},
+      {"<system a='&nbsp;'/>", "line 1: an unknown entity in an attribute's value"},
+      {"<system>", "line 1: <system> is never closed"},
+      {"<!-- open", "line 1: a comment that never ends"},
+      {"</system>", "line 1: a closing tag with nothing open"},
+      {"<system a='1'", "line 1: <system> never ends"},
+  };
+  for (const auto& [text2, why] : bad) {
+    CHECK(!xmlParse(text2, &root, &err));
+    CHECK_EQ(err, std::string(why));
+  }
+  std::string deep;
+  for (int i = 0; i < 70; ++i) deep += "<a>";
+  CHECK(!xmlParse(deep, &root, &err));
+  CHECK(err.find("nested too deep") != std::string::npos);
+  CHECK_EQ(xmlEscape("a<\"&'>"), std::string("a&lt;&quot;&amp;&apos;&gt;"));
+}
+
+TEST(topo_file_gives_pci_addresses_speeds_rails) {
+  TopoReport r = report({nic("ens17f0", 0, "10.0.0.0/24"), nic("ens17f1", 1, "10.0.1.0/24"), nic("eth9", 2, "")});
+  std::string err, ignored;
+  const std::string file =
+      "<system version=\"1\"><cpu>"
+      "<pci busid=\"0000:17:00.1\"><nic><net name=\"ens17f1\" speed=\"200000\"/></nic></pci>"
+      "<pci busid=\"0000:17:00.0\"><nic><net name=\"ens17f0\" speed=\"200000\"/></nic></pci>"
+      "<nic><net name=\"eth9\" rail=\"3\" plane=\"1\"/></nic>"
+      "<pci busid=\"0000:b3:00.0\"><nic><net name=\"mlx5_4\"/><net name=\"mlx5_5\"/></nic></pci>"
+      "</cpu></system>";
+  CHECK(topoApplyFile(file, &r, &err, &ignored));
+  CHECK_EQ(ignored, std::string("mlx5_4, mlx5_5"));
+  CHECK_EQ(std::string(r.nic[0].pci), std::string("0000:17:00.0"));
+  CHECK_EQ(r.nic[1].speedMbps, 200000);
+  CHECK(r.nic[2].rail == 3 && r.nic[2].plane == 1 && r.nic[2].pci[0] == 0);
+  topoPciPorts("/nonexistent", &r);  // the file's addresses, not sysfs: ens17f0/1 are one NIC's ports
+  CHECK(r.nic[0].nic == r.nic[1].nic && r.nic[0].port == 0 && r.nic[1].port == 1 && r.nic[2].port == -1);
+  const std::pair<const char*, const char*> bad[] = {
+      {"<topology/>", "no <system> element"},
+      {"<system><net name='ens17f0' rail='64'/></system>", "<net name=\"ens17f0\">: rail=\"64\" is not 0 to 63"},
+      {"<system><net name='ens17f0' plane='1'/></system>", "<net name=\"ens17f0\">: plane=\"1\" is not 0 or 1 (with a rail)"},
+      {"<system><net speed='1'/></system>", "a <net> element without a name"},
+      {"<system><net name='x'></system>", "line 1: </system> closes <net>"},
+  };
+  for (const auto& [text, why] : bad) {
+    TopoReport q = r;
+    CHECK(!topoApplyFile(text, &q, &err, &ignored));
+    CHECK_EQ(err, std::string(why));
+  }
+}
+
+TEST(topo_dump_file_reads_back) {
+  // 2 hosts of dual-port NICs (rails from subnets, planes from PCI): host
+  // 1's dump, read back onto host 1's NICs, declares the same rails and
+  // planes, and the same PCI addresses.
+  auto withPci = [](int h) {
+    std::vector<TopoNic> v = dualPorts(h == 1);
+    for (TopoNic& n : v) snprintf(n.pci, sizeof(n.pci), "0000:%02x:00.%d", 0x17 + 0x20 * n.nic, n.port);
+    return v;
+  };
+  Topology t = layout(2, 1, withPci);
+  const std::string xml = topoFileXml(t, 1);
+  CHECK(xml.find("rails from subnets, planes from the ports") != std::string::npos);
+  std::vector<TopoNic> fresh = withPci(1);
+  for (TopoNic& n : fresh) n.pci[0] = 0;
+  TopoReport r = report(fresh);
+  std::string err, ignored;
+  CHECK(topoApplyFile(xml, &r, &err, &ignored));
+  CHECK(ignored.empty());
+  for (int i = 0; i < r.nics; ++i) {
+    CHECK_EQ(r.nic[i].rail, t.hosts[1].nics[i].rail);
+    CHECK_EQ(r.nic[i].plane, t.hosts[1].nics[i].plane);
+    CHECK_EQ(std::string(r.nic[i].pci), std::string(t.hosts[1].nics[i].pci));
+  }
 }

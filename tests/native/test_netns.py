@@ -448,6 +448,41 @@ def test_a_whole_rail_down_fails_every_rank_within_the_timeout_naming_it():
         net.down()
 
 
+@pytest.mark.timeout(180)
+def test_topology_file_dumped_then_read_back(tmp_path):
+    """2 hosts x 2 rails: rank 0 dumps its host's NICs (NCCL_TOPO_DUMP_FILE)
+    as the subnets made them; a file that swaps the two rails, read back by
+    every rank (NCCL_TOPO_FILE), is what the next run's topology declares.
+    A file that does not parse fails every rank at init, naming it."""
+    net = emunet(hosts=2, nics=2)
+    try:
+        dump = tmp_path / "topo.xml"
+        argv = [sys.executable, "-m", "accl.perf", "allreduce", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "-c", "1"]
+        env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", "NCCL_TOPO_DUMP_FILE": str(dump)}
+        results = net.launch(argv, timeout=120, env=env)
+        assert all(r.returncode == 0 for r in results), "\n".join(r.stdout[-2000:] for r in results)
+        xml = dump.read_text()
+        assert "rails from subnets" in xml and 'name="nic0p0"' in xml and 'rail="1"' in xml, xml
+        swapped = xml.replace('rail="0"', 'rail="X"').replace('rail="1"', 'rail="0"').replace('rail="X"', 'rail="1"')
+        (tmp_path / "swapped.xml").write_text(swapped)
+        env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT",
+               "NCCL_TOPO_FILE": str(tmp_path / "swapped.xml")}
+        results = net.launch(argv, timeout=120, env=env)
+        out = results[0].stdout
+        assert all(r.returncode == 0 for r in results), "\n".join(r.stdout[-2000:] for r in results)
+        assert "# Out of bounds values : 0 OK" in out, out[-3000:]
+        assert "rails from declared" in out and "nic0p0 rail 1 plane 0" in out, out[-3000:]
+        (tmp_path / "bad.xml").write_text("<system>\n<nic>\n</system>\n")
+        env = {**os.environ, "NCCL_TOPO_FILE": str(tmp_path / "bad.xml")}
+        results = net.launch(argv, timeout=60, env=env)
+        assert all(r.returncode != 0 for r in results), "\n".join(r.stdout[-2000:] for r in results)
+        assert f"NCCL_TOPO_FILE={tmp_path / 'bad.xml'}: line 3: </system> closes <nic>" in results[0].stdout
+        for r in results:
+            assert "could not describe its NICs" in r.stdout, r.stdout[-2000:]
+    finally:
+        net.down()
+
+
 @pytest.mark.timeout(120)
 def test_a_wrong_accl_nics_fails_every_rank_at_once(c_program):
     """A name that is no NIC of the host, on one rank: that rank says why,
