@@ -162,6 +162,8 @@ ncclResult_t devProbe(ncclComm* comm, PeerInfo* me) {
   CUDACHECK(cudaGetDeviceProperties(&prop, comm->cudaDev), "cudaGetDeviceProperties", comm);
   me->smCount = prop.multiProcessorCount;
   comm->nvmlDev = gpuPciIndex(prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+  snprintf(comm->gpuPci, sizeof(comm->gpuPci), "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID,
+           prop.pciDeviceID);
   me->devKey = fnv(&prop.uuid, sizeof(prop.uuid));
   me->wantChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::NChannels), 0, kMaxChannels));
   me->wantP2pChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt(Param::P2pNChannels), 0, kMaxChannels));

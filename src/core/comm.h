@@ -111,6 +111,7 @@ struct ncclComm {
   uint64_t magic = accl::kCommMagic;
   int rank = -1, nranks = 0, cudaDev = -1;
   int nvmlDev = -1;  // device mode: cudaDev's place in PCI order, NVML's (-1: not known)
+  char gpuPci[16] = {};  // device mode: cudaDev's PCI address ("0000:17:00.0"; the topology's nearest NIC)
   bool deviceMode = false;
   int devChannels = 1;  // device mode: channels of every device connector (all ranks agree at setup)
   accl::CommConfig config;

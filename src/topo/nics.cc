@@ -97,8 +97,8 @@ bool applyTopoFile(const char* path, TopoReport* out) {
 
 }  // namespace
 
-ncclResult_t topoReport(NetBackend* net, TopoReport* out) {
-  memset(out, 0, sizeof(*out));
+ncclResult_t topoReport(NetBackend* net, TopoReport* out, const char* gpuPci) {
+  *out = TopoReport{};  // zeroed, padding too (it travels in the allgather)
   const int n = std::min(net->devices(), kTopoMaxNics);
   for (int d = 0; d < n; ++d) {
     NetDeviceProps p;
@@ -119,6 +119,7 @@ ncclResult_t topoReport(NetBackend* net, TopoReport* out) {
     return ncclInvalidUsage;
   }
   topoPciPorts("/sys", out);
+  out->nearNic = topoNearestNic("/sys", gpuPci, *out);
   return ncclSuccess;
 }
 

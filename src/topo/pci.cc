@@ -1,11 +1,13 @@
 // Ports of one NIC, from sysfs (topo/pci.h).
 #include "topo/pci.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 namespace accl {
 
@@ -62,6 +64,38 @@ void topoPciPorts(const std::string& sys, TopoReport* r) {
     r->nic[i].port = aFirst ? 0 : 1;
     r->nic[mate].port = aFirst ? 1 : 0;
   }
+}
+
+namespace {
+
+// The components of PCI device `addr`'s path in the tree ("" parts dropped).
+std::vector<std::string> pciPath(const std::string& sys, const char* addr) {
+  std::vector<std::string> parts;
+  char real[PATH_MAX];
+  if (!addr[0] || !realpath((sys + "/bus/pci/devices/" + addr).c_str(), real)) return parts;
+  for (char* p = strtok(real, "/"); p; p = strtok(nullptr, "/")) parts.emplace_back(p);
+  return parts;
+}
+
+}  // namespace
+
+int topoNearestNic(const std::string& sys, const char* gpuPci, const TopoReport& r) {
+  const std::vector<std::string> gpu = pciPath(sys, gpuPci);
+  if (gpu.empty()) return -1;
+  int best = -1;
+  size_t most = 0, least = SIZE_MAX;
+  for (int i = 0; i < r.nics; ++i) {
+    const std::vector<std::string> nic = pciPath(sys, r.nic[i].pci);
+    if (nic.empty()) continue;
+    size_t shared = 0;
+    while (shared < gpu.size() && shared < nic.size() && gpu[shared] == nic[shared]) ++shared;
+    least = std::min(least, shared);
+    if (best < 0 || shared > most) {
+      best = i;
+      most = shared;
+    }
+  }
+  return best >= 0 && most > least ? best : -1;
 }
 
 }  // namespace accl

@@ -22,4 +22,10 @@ std::string pciAddressOfNet(const std::string& sys, const char* ifname, int* dev
 // comes in r's order.
 void topoPciPorts(const std::string& sys, TopoReport* r);
 
+// Of r's NICs with a PCI address, the one whose path in the PCI tree
+// shares the most with GPU `gpuPci`'s (the first of equals: a NIC's two
+// ports); -1 where there is no GPU, or every NIC is as near as any other
+// (the tree says nothing).
+int topoNearestNic(const std::string& sys, const char* gpuPci, const TopoReport& r);
+
 }  // namespace accl

@@ -158,6 +158,12 @@ Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoR
       t.source = "device order";
     }
   }
+  t.nearRail.assign(n, -1);
+  for (int r = 0; r < n && agree; ++r) {
+    const std::vector<TopoNic>& nics = t.hosts[t.hostOf[r]].nics;
+    const int near = reports[r].nearNic;
+    if (near >= 0 && near < static_cast<int>(nics.size())) t.nearRail[r] = nics[near].rail;
+  }
   for (const TopoHost& h : t.hosts)
     for (const TopoNic& x : h.nics) {
       t.rails = std::max(t.rails, x.rail + 1);
@@ -197,7 +203,10 @@ std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int
     for (const auto& pr : shared) rails.push_back(pr.second);
     std::sort(rails.begin(), rails.end());
     rails.erase(std::unique(rails.begin(), rails.end()), rails.end());
-    const int rail = rails[static_cast<size_t>(t.localOf[sender]) % rails.size()];
+    const int near = t.nearRail[sender];
+    const int rail = std::find(rails.begin(), rails.end(), near) != rails.end()
+                         ? near
+                         : rails[static_cast<size_t>(t.localOf[sender]) % rails.size()];
     shared.erase(std::remove_if(shared.begin(), shared.end(), [&](const auto& pr) { return pr.second != rail; }),
                  shared.end());
   }
@@ -213,7 +222,8 @@ std::vector<std::string> topoDescribe(const Topology& t) {
   for (size_t h = 0; h < t.hosts.size(); ++h) {
     const TopoHost& host = t.hosts[h];
     std::string s = "host " + std::to_string(h) + " (ranks";
-    for (int r : host.ranks) s += " " + std::to_string(r);
+    for (int r : host.ranks)
+      s += " " + std::to_string(r) + (t.nearRail[r] >= 0 ? " near rail " + std::to_string(t.nearRail[r]) : "");
     s += "):";
     for (const TopoNic& x : host.nics)
       s += std::string(" ") + x.name + " rail " + std::to_string(x.rail) + " plane " + std::to_string(x.plane) +

@@ -29,13 +29,16 @@ struct TopoNic {
 };
 struct TopoReport {
   int32_t nics;
+  int32_t nearNic = -1;  // the NIC nearest this rank's GPU on the PCI tree (-1: no GPU, or none nearer than the others)
   TopoNic nic[kTopoMaxNics];
 };
 
 // This rank's report: the backend's physical devices (the first
-// kTopoMaxNics), with the rails and planes ACCL_NICS declares. A bad
-// ACCL_NICS is an error with a WARN.
-ncclResult_t topoReport(NetBackend* net, TopoReport* out);
+// kTopoMaxNics), with the rails and planes NCCL_TOPO_FILE and ACCL_NICS
+// declare, the ports of each NIC (sysfs), and the NIC nearest `gpuPci`
+// (this rank's GPU's PCI address; "" in host mode). A bad ACCL_NICS or
+// NCCL_TOPO_FILE is an error with a WARN.
+ncclResult_t topoReport(NetBackend* net, TopoReport* out, const char* gpuPci = "");
 // ACCL_NICS's grammar, "<name>:<rail>[:<plane>],...": applied to `r`'s NICs
 // (rails 0-63, planes 0-1); false with what is wrong in *err.
 bool topoApplyNics(const char* spec, TopoReport* r, std::string* err);
@@ -53,6 +56,7 @@ struct Topology {
   std::vector<TopoHost> hosts;  // in the order of their lowest rank
   std::vector<int> hostOf;      // by rank
   std::vector<int> localOf;     // by rank: its place among its host's ranks
+  std::vector<int> nearRail;    // by rank: the rail of the NIC nearest its GPU (-1: not known)
   int rails = 0, planes = 0;
   const char* source = "";      // how the rails were known (for the log)
   std::vector<int> ring;        // the ring's order: host by host, each host's ranks in rank order
@@ -71,8 +75,8 @@ Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoR
 // them: the j-th on each side are on one rail and plane. `wholeHost`: the
 // connection is the only one between the two hosts in its direction (a
 // ring's hop), so it takes every rail they share; otherwise it takes the
-// sender's rail (its place on its host modulo the shared rails), on both
-// planes. At most `most` devices. Where the hosts share no rail, the i-th
+// sender's rail (that of the NIC nearest its GPU where known and shared,
+// else its place on its host modulo the shared rails), on both planes. At most `most` devices. Where the hosts share no rail, the i-th
 // NICs of each side, with *why saying so. Empty where !t.nicsAgree.
 std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int self, bool wholeHost, int most,
                                 std::string* why);

@@ -39,7 +39,7 @@ ncclResult_t topoSetup(ncclComm* comm) {
   // A rank whose report failed (a bad ACCL_NICS: it WARNed why) still joins
   // the allgather, with nics = -1, so that every rank fails now, naming it.
   if (NetBackend* net = comm->net ? comm->net : netBackend())
-    if (topoReport(net, &reports[comm->rank]) != ncclSuccess) reports[comm->rank].nics = -1;
+    if (topoReport(net, &reports[comm->rank], comm->gpuPci) != ncclSuccess) reports[comm->rank].nics = -1;
   NCCLCHECK(comm->bootstrap->allgather(reports.data(), sizeof(TopoReport)));
   for (int r = 0; r < comm->nranks; ++r)
     if (reports[r].nics == -1) {
@@ -49,6 +49,7 @@ ncclResult_t topoSetup(ncclComm* comm) {
     }
   for (TopoReport& r : reports) {  // a peer's numbers, used as indices and strings below
     r.nics = r.nics < 0 || r.nics > kTopoMaxNics ? 0 : r.nics;
+    r.nearNic = r.nearNic < 0 || r.nearNic >= r.nics ? -1 : r.nearNic;
     for (TopoNic& x : r.nic) {
       x.name[sizeof(x.name) - 1] = x.subnet[sizeof(x.subnet) - 1] = x.pci[sizeof(x.pci) - 1] = 0;
       if (x.rail > 63 || x.plane > 1 || x.rail < -1 || x.plane < -1) x.rail = x.plane = -1;

@@ -406,3 +406,52 @@ TEST(topo_dump_file_reads_back) {
     CHECK_EQ(std::string(r.nic[i].pci), std::string(t.hosts[1].nics[i].pci));
   }
 }
+
+TEST(topo_each_gpu_takes_the_rail_of_its_nearest_nic) {
+  // A host whose PCI tree puts GPU 0 under switch A with NIC b's ports and
+  // GPU 1 under switch B with NIC a's: GPU 0's rank sends on rail 1 (b),
+  // GPU 1's on rail 0 (a), against their places on the host. A GPU on a
+  // root port of its own is no nearer any NIC: the place decides.
+  char tmpl[] = "/tmp/accl-pcitree-XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  auto device = [&](const std::string& path) {
+    const std::string dir = root + "/devices/" + path;
+    CHECK_EQ(system(("mkdir -p " + dir + " " + root + "/bus/pci/devices").c_str()), 0);
+    const std::string addr = path.substr(path.rfind('/') + 1);
+    CHECK_EQ(symlink(dir.c_str(), (root + "/bus/pci/devices/" + addr).c_str()), 0);
+  };
+  device("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0");  // switch A: GPU 0
+  device("pci0000:00/0000:00:01.0/0000:01:00.0/0000:03:00.0");  // switch A: NIC b, port 0
+  device("pci0000:00/0000:00:01.0/0000:01:00.0/0000:03:00.1");  //           port 1
+  device("pci0000:00/0000:00:02.0/0000:11:00.0/0000:12:00.0");  // switch B: GPU 1
+  device("pci0000:00/0000:00:02.0/0000:11:00.0/0000:13:00.0");  // switch B: NIC a, port 0
+  device("pci0000:00/0000:00:02.0/0000:11:00.0/0000:13:00.1");  //           port 1
+  device("pci0000:80/0000:80:01.0/0000:81:00.0");               // GPU 2, alone
+  auto nics = [](int) {
+    std::vector<TopoNic> v = dualPorts(false);  // a0 a1 b0 b1
+    const char* addr[] = {"0000:13:00.0", "0000:13:00.1", "0000:03:00.0", "0000:03:00.1"};
+    for (size_t i = 0; i < v.size(); ++i) snprintf(v[i].pci, sizeof(v[i].pci), "%s", addr[i]);
+    return v;
+  };
+  TopoReport r = report(nics(0));
+  CHECK_EQ(topoNearestNic(root, "0000:02:00.0", r), 2);  // b0
+  CHECK_EQ(topoNearestNic(root, "0000:12:00.0", r), 0);  // a0
+  CHECK_EQ(topoNearestNic(root, "0000:81:00.0", r), -1);
+  CHECK_EQ(topoNearestNic(root, "", r), -1);
+  std::vector<uint64_t> keys;
+  std::vector<TopoReport> reports;
+  const char* gpus[] = {"0000:02:00.0", "0000:12:00.0", "0000:81:00.0"};
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < 3; ++g) {
+      keys.push_back(100 + h);
+      reports.push_back(report(nics(h)));
+      reports.back().nearNic = topoNearestNic(root, gpus[g], reports.back());
+    }
+  Topology t = topoBuild(keys, reports, 2);
+  CHECK_EQ(t.rails, 2);
+  CHECK_EQ(rails(t, 0, 3, 3, false), std::string("10,11"));  // GPU 0's rank: rail 1 (b), both planes
+  CHECK_EQ(rails(t, 1, 4, 4, false), std::string("0,1"));    // GPU 1's: rail 0 (a)
+  CHECK_EQ(rails(t, 2, 5, 5, false), std::string("0,1"));    // GPU 2's: its place, 2 mod 2 rails
+  CHECK(topoDescribe(t)[1].find("(ranks 0 near rail 1 1 near rail 0 2):") != std::string::npos);
+  (void)!system(("rm -rf " + root).c_str());
+}
