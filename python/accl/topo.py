@@ -64,7 +64,9 @@ def tables(p: dict) -> str:
     if p["hier"]:
         out += ["hierarchical allreduce, allgather, reducescatter: each rank along its rail", "",
                 "| rail hop | lanes |", "|---|---|"]
-        out += [f"| {x['from']} -> {x['to']} | {_lanes(x)} |" for x in p["rail_hops"]]
+        out += [f"| {x['from']} -> {x['to']} | {_lanes(x)}"
+                f"{' (standing by: ' + ', '.join(f'{a}>{b}' for a, b in x['standby']) + ')' if x.get('standby') else ''} |"
+                for x in p["rail_hops"]]
     else:
         out.append("hierarchical algorithms: no (they need 2+ hosts of as many ranks each, 2 or more)")
     out += ["", "trees (each rank's parent): " + " | ".join(" ".join(map(str, t)) for t in p["trees"])]

@@ -46,12 +46,19 @@ std::string nicName(const Topology& t, int rank, int dev) {
 // the sender's NIC and the receiver's.
 std::string hop(const Topology& t, int from, int to, bool wholeHost) {
   std::string why;
-  const std::vector<int> a = accl::topoHopDevices(t, from, to, from, wholeHost, 16, &why);
-  const std::vector<int> b = accl::topoHopDevices(t, from, to, to, wholeHost, 16, &why);
-  std::string lanes = "[";
-  for (size_t j = 0; j < a.size() && j < b.size(); ++j)
-    lanes += std::string(j ? ", " : "") + "[" + quoted(nicName(t, from, a[j])) + ", " + quoted(nicName(t, to, b[j])) + "]";
-  return "{\"from\": " + std::to_string(from) + ", \"to\": " + std::to_string(to) + ", \"lanes\": " + lanes + "]" +
+  int active = 0;
+  const std::vector<int> a = accl::topoHopDevices(t, from, to, from, wholeHost, 16, &why, &active);
+  const std::vector<int> b = accl::topoHopDevices(t, from, to, to, wholeHost, 16, &why, &active);
+  auto pairs = [&](size_t lo, size_t hi) {
+    std::string s = "[";
+    for (size_t j = lo; j < hi && j < a.size() && j < b.size(); ++j)
+      s += std::string(j > lo ? ", " : "") + "[" + quoted(nicName(t, from, a[j])) + ", " + quoted(nicName(t, to, b[j])) +
+           "]";
+    return s + "]";
+  };
+  const size_t own = static_cast<size_t>(active);
+  return "{\"from\": " + std::to_string(from) + ", \"to\": " + std::to_string(to) + ", \"lanes\": " +
+         pairs(0, own) + ", \"standby\": " + pairs(own, a.size()) +
          (why.empty() ? "" : ", \"crosses\": " + quoted(why)) + "}";
 }
 

@@ -50,6 +50,12 @@ class NetBackend {
   // gives the same device. A backend that cannot merge says so
   // (ncclInvalidUsage), without a WARN.
   virtual ncclResult_t makeVDevice(const int* devs, int n, int* vdev) { return ncclInvalidUsage; }
+  // As makeVDevice, where devs[active, n) stand by: a connection carries
+  // over them only while each of devs[0, active) is given up (failover).
+  // A backend without standby merges devs[0, active) alone.
+  virtual ncclResult_t makeVDeviceWithStandby(const int* devs, int n, int active, int* vdev) {
+    return makeVDevice(devs, active, vdev);
+  }
   // The most devices makeVDevice merges (1: it cannot).
   virtual int maxVDeviceNics() const { return 1; }
   // The receiver's side: fills `handle` (kNetHandleBytes) for the sender.

@@ -155,6 +155,7 @@ struct LaneConnecting {
 struct Connecting {
   std::vector<LaneConnecting> lanes;
   bool severalNics = false;  // the lanes leave from several NICs: the stream may fail over
+  std::vector<bool> standby;  // by lane: its NIC stands by (failover only)
   ~Connecting() {
     for (LaneConnecting& l : lanes)
       if (l.fd >= 0) close(l.fd);
@@ -261,7 +262,11 @@ class SocketNet final : public NetBackend {
                : kMaxV6Nics;
   }
   ncclResult_t makeVDevice(const int* devs, int n, int* vdev) override {
+    return makeVDeviceWithStandby(devs, n, n, vdev);
+  }
+  ncclResult_t makeVDeviceWithStandby(const int* devs, int n, int active, int* vdev) override {
     const int phys = devices();
+    if (active < 1 || active > n) return ncclInvalidArgument;
     if (n < 1 || n > maxVDeviceNics()) {
       WARN("NET/Socket: a merged device has 1 to %d devices here (16 IPv4 interfaces, or 4 where any is IPv6), not %d",
            maxVDeviceNics(), n);
@@ -276,15 +281,16 @@ class SocketNet final : public NetBackend {
     for (int i = 1; i < n; ++i)  // one handle carries addresses of one family: the caller takes one device
       if (ifs_[devs[i]].addr.sa.sa_family != ifs_[devs[0]].addr.sa.sa_family) return ncclInvalidUsage;
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::find(merged_.begin(), merged_.end(), nics);
-    if (it == merged_.end()) it = merged_.insert(merged_.end(), nics);
+    const Merged m{nics, active};
+    auto it = std::find(merged_.begin(), merged_.end(), m);
+    if (it == merged_.end()) it = merged_.insert(merged_.end(), m);
     *vdev = phys + static_cast<int>(it - merged_.begin());
     return ncclSuccess;
   }
 
   ncclResult_t properties(int dev, NetDeviceProps* out) override {
     std::vector<int> nics;
-    if (!nicsOf(dev, &nics)) return ncclInvalidArgument;
+    if (!nicsOf(dev, &nics, nullptr, true)) return ncclInvalidArgument;
     *out = NetDeviceProps();
     for (int i : nics) {
       const NetIf& f = ifs_[i];
@@ -339,9 +345,10 @@ class SocketNet final : public NetBackend {
         return ncclInvalidArgument;
       }
       std::vector<int> nics;
-      if (!nicsOf(dev, &nics)) return ncclInvalidArgument;
+      int active = 0;
+      if (!nicsOf(dev, &nics, &active)) return ncclInvalidArgument;
       *progress = c = new Connecting();
-      NCCLCHECK(startLanes(nics, *h, c));
+      NCCLCHECK(startLanes(nics, active, *h, c));
     }
     bool all = true;
     for (LaneConnecting& l : c->lanes) {
@@ -357,9 +364,10 @@ class SocketNet final : public NetBackend {
       l.fd = -1;
     }
     const bool failover = c->severalNics;
+    const std::vector<bool> standby = c->standby;
     delete c;
     *progress = nullptr;
-    std::unique_ptr<SocketStream> stream(new SocketStream(std::move(fds), true, failover));
+    std::unique_ptr<SocketStream> stream(new SocketStream(std::move(fds), true, failover, standby));
     NCCLCHECK(stream->startHelpers(helpersFor()));
     *sendComm = stream.release();
     return ncclSuccess;
@@ -452,16 +460,21 @@ class SocketNet final : public NetBackend {
   }
 
  private:
-  // The interfaces of device `dev` (one, or a merged device's).
-  bool nicsOf(int dev, std::vector<int>* out) {
+  // The interfaces of device `dev` (one, or a merged device's: the first
+  // *active of them carry, the others stand by; `activeOnly`: those alone).
+  bool nicsOf(int dev, std::vector<int>* out, int* active = nullptr, bool activeOnly = false) {
     const int phys = devices();
     std::lock_guard<std::mutex> lock(mu_);
     if (dev >= 0 && dev < phys) {
       *out = {dev};
+      if (active) *active = 1;
       return true;
     }
     if (dev >= phys && dev - phys < static_cast<int>(merged_.size())) {
-      *out = merged_[dev - phys];
+      const Merged& m = merged_[dev - phys];
+      *out = m.nics;
+      if (activeOnly) out->resize(static_cast<size_t>(m.active));
+      if (active) *active = m.active;
       return true;
     }
     WARN("NET/Socket: device %d does not exist (%d device(s): NCCL_SOCKET_IFNAME; %zu merged)", dev, phys,
@@ -470,8 +483,10 @@ class SocketNet final : public NetBackend {
   }
 
   // Every lane's socket, bound to its NIC, connecting without blocking.
-  ncclResult_t startLanes(const std::vector<int>& nics, const Handle& h, Connecting* c) {
+  ncclResult_t startLanes(const std::vector<int>& nics, int active, const Handle& h, Connecting* c) {
     const int lanes = std::max(lanesFor(static_cast<int>(nics.size())), 1);
+    c->standby.assign(static_cast<size_t>(lanes), false);
+    for (int j = 0; j < lanes; ++j) c->standby[j] = j % static_cast<int>(nics.size()) >= active;
     uint8_t connId[kConnIdBytes];
     NCCLCHECK(randomBytes(connId, kConnIdBytes));
     c->lanes.resize(lanes);
@@ -569,7 +584,12 @@ class SocketNet final : public NetBackend {
   std::mutex mu_;
   bool probed_ = false;
   std::vector<NetIf> ifs_;
-  std::vector<std::vector<int>> merged_;  // device ifs_.size() + i merges merged_[i]
+  struct Merged {
+    std::vector<int> nics;
+    int active;  // nics[0, active) carry; the others stand by (failover)
+    bool operator==(const Merged& o) const { return nics == o.nics && active == o.active; }
+  };
+  std::vector<Merged> merged_;  // device ifs_.size() + i merges merged_[i]
 };
 
 }  // namespace

@@ -144,7 +144,7 @@ void drain(int fd) {
 
 }  // namespace
 
-SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover)
+SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover, const std::vector<bool>& standby)
     : send_(send), failover_(send && failover && fds.size() > 1), lanes_(fds.size()) {  // sized once: lanes do not move
   const int64_t ms = paramInt(Param::LaneTimeoutMs);
   laneTimeoutUs_ = static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * 1000;
@@ -154,6 +154,7 @@ SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover)
   for (size_t i = 0; i < fds.size(); ++i) {
     lanes_[i].fd = fds[i];
     lanes_[i].stillUs = now;
+    lanes_[i].standby = i < standby.size() && standby[i];
     if (send && fds.size() > 1) sizeLane(lanes_[i], 2 * kLaneBufferBytes);
     if (failover_ && setsockopt(fds[i], IPPROTO_TCP, kTcpRtoMaxMs, &kLaneRetryMs, sizeof(int)) == 0)
       setsockopt(fds[i], IPPROTO_TCP, TCP_USER_TIMEOUT, &kLaneDeadlineMs, sizeof(int));
@@ -415,11 +416,12 @@ bool SocketStream::moveSend(size_t begin, size_t end, size_t* turn) {
       if (!writeFrame(l)) return false;
     }
   }
+  const bool standing = !failover_ || primaryLive();  // standby lanes wait
   for (;;) {
     Lane* best = nullptr;
     for (size_t i = 0; i < n; ++i) {
       Lane& l = lanes_[begin + (*turn + i) % n];
-      if (l.dead || l.writing || l.blocked || !l.loose.empty()) continue;
+      if (l.dead || (l.standby && standing) || l.writing || l.blocked || !l.loose.empty()) continue;
       if (several) {
         l.queued = unacked(l.fd);
         watchLane(l, now);
@@ -559,6 +561,11 @@ void SocketStream::watchDeadLane(size_t i, uint64_t now) {
        i, lanes_.size(), laneName(l.fd).c_str(), static_cast<unsigned long long>((now - l.deadUs) / 1000));
 }
 
+// Whether a lane that does not stand by is live (else the standby lanes carry).
+bool SocketStream::primaryLive() const {
+  return std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& l) { return !l.dead && !l.standby; });
+}
+
 // Every notice sent so far, then `last`, then the frames `after` (if any),
 // go over the live lane with the fewest bytes unacknowledged: a notice whose
 // lane's peer acknowledged it may not have been read yet, and what follows
@@ -566,8 +573,9 @@ void SocketStream::watchDeadLane(size_t i, uint64_t now) {
 SocketStream::Lane* SocketStream::sendNotices(const Frame& last, std::deque<Held>* after) {
   Lane* to = nullptr;
   size_t least = SIZE_MAX;
+  const bool standing = primaryLive();
   for (Lane& o : lanes_) {
-    if (o.dead) continue;
+    if (o.dead || (o.standby && standing)) continue;
     const size_t queued = unacked(o.fd);
     if (queued < least) {
       least = queued;

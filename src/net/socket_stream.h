@@ -58,8 +58,10 @@ namespace accl {
 class SocketStream {
  public:
   // Takes the sockets (non-blocking, connected, authenticated); `failover`:
-  // they leave from several NICs (the sender keeps copies; see above).
-  SocketStream(std::vector<int> fds, bool send, bool failover = false);
+  // they leave from several NICs (the sender keeps copies; see above);
+  // `standby` (by lane, send): lanes that carry only while every other one
+  // is given up (a rail beside the connection's own).
+  SocketStream(std::vector<int> fds, bool send, bool failover = false, const std::vector<bool>& standby = {});
   ~SocketStream();
   SocketStream(const SocketStream&) = delete;
   SocketStream& operator=(const SocketStream&) = delete;
@@ -167,6 +169,7 @@ class SocketStream {
     bool writing = false;       // send: a frame begun (its payload at src)
     const char* src = nullptr;
     bool dead = false;          // send: given up (failover); recv: cut (what it carries past the cut is dropped)
+    bool standby = false;       // send: carries only while every lane that is not is given up
     uint32_t gen = 0;           // rejoins of it so far (its notices carry it)
     bool rejoining = false;     // send, dead: its rejoin notice sent, the peer's byte not yet back
     bool gone = false;          // send, dead: its socket failed outright (never taken back)
@@ -216,6 +219,7 @@ class SocketStream {
   bool failLane(size_t lane, uint64_t acked, const char* why);
   void watchDeadLane(size_t lane, uint64_t nowUs);
   Lane* sendNotices(const Frame& last, std::deque<Held>* after);
+  bool primaryLive() const;
   bool cutLane(Lane& l);
   bool readNotice(const Frame& h);
   bool readRejoin(Lane& k, uint32_t gen, uint64_t at);

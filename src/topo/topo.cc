@@ -174,9 +174,10 @@ Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoR
 }
 
 std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int self, bool wholeHost, int most,
-                                std::string* why) {
+                                std::string* why, int* active) {
   why->clear();
   std::vector<int> devs;
+  if (active) *active = 0;
   if (!t.nicsAgree) {
     *why = "ranks of one host reported different NICs";
     return devs;
@@ -196,22 +197,30 @@ std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int
            " share no rail";
     const size_t k = std::min({from.nics.size(), to.nics.size(), static_cast<size_t>(std::max(most, 1))});
     for (size_t i = 0; i < k; ++i) devs.push_back(mine.nics[i].dev);  // the i-th of each side, by position
+    if (active) *active = static_cast<int>(devs.size());
     return devs;
   }
+  std::vector<std::pair<int, int>> spare;  // the next rail's ports, standing by
   if (!wholeHost) {  // the sender's rail among those shared, both planes
     std::vector<int> rails;
     for (const auto& pr : shared) rails.push_back(pr.second);
     std::sort(rails.begin(), rails.end());
     rails.erase(std::unique(rails.begin(), rails.end()), rails.end());
     const int near = t.nearRail[sender];
-    const int rail = std::find(rails.begin(), rails.end(), near) != rails.end()
-                         ? near
-                         : rails[static_cast<size_t>(t.localOf[sender]) % rails.size()];
+    auto at = std::find(rails.begin(), rails.end(), near);
+    if (at == rails.end()) at = rails.begin() + static_cast<long>(static_cast<size_t>(t.localOf[sender]) % rails.size());
+    const int rail = *at, next = rails[static_cast<size_t>(at - rails.begin() + 1) % rails.size()];
+    for (const auto& pr : shared)
+      if (active && next != rail && pr.second == next) spare.push_back(pr);
     shared.erase(std::remove_if(shared.begin(), shared.end(), [&](const auto& pr) { return pr.second != rail; }),
                  shared.end());
   }
-  if (static_cast<int>(shared.size()) > std::max(most, 1)) shared.resize(std::max(most, 1));
+  const size_t room = static_cast<size_t>(std::max(most, 1));
+  if (shared.size() > room) shared.resize(room);
+  spare.resize(std::min(spare.size(), room - shared.size()));
   for (const auto& pr : shared) devs.push_back(portOn(mine, pr.second, pr.first)->dev);
+  if (active) *active = static_cast<int>(devs.size());
+  for (const auto& pr : spare) devs.push_back(portOn(mine, pr.second, pr.first)->dev);
   return devs;
 }
 

@@ -78,8 +78,12 @@ Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoR
 // sender's rail (that of the NIC nearest its GPU where known and shared,
 // else its place on its host modulo the shared rails), on both planes. At most `most` devices. Where the hosts share no rail, the i-th
 // NICs of each side, with *why saying so. Empty where !t.nicsAgree.
+// `active` (where not null): a connection that takes the sender's rail also
+// gets the next shared rail's ports (both planes), after its own, to stand
+// by (failover: they carry while its own rail is down); *active says how
+// many of the devices are its own.
 std::vector<int> topoHopDevices(const Topology& t, int sender, int receiver, int self, bool wholeHost, int most,
-                                std::string* why);
+                                std::string* why, int* active = nullptr);
 
 // Lines that describe the topology: hosts, their NICs' rails and planes, the ring.
 std::vector<std::string> topoDescribe(const Topology& t);

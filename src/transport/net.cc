@@ -55,10 +55,14 @@
 namespace accl {
 namespace {
 
-// One device, merging `devs` where there are several and the backend can.
-int mergedDevice(NetBackend* net, const std::vector<int>& devs) {
+// One device, merging `devs` where there are several and the backend can;
+// devs[active, ...) stand by (failover).
+int mergedDevice(NetBackend* net, const std::vector<int>& devs, int active = -1) {
   int vdev = -1;
-  if (devs.size() == 1 || net->makeVDevice(devs.data(), static_cast<int>(devs.size()), &vdev) != ncclSuccess)
+  const int n = static_cast<int>(devs.size());
+  if (active < 0 || active > n) active = n;
+  if (n == 1 || (active == n ? net->makeVDevice(devs.data(), n, &vdev)
+                             : net->makeVDeviceWithStandby(devs.data(), n, active, &vdev)) != ncclSuccess)
     return devs[0];
   return vdev;
 }
@@ -128,9 +132,12 @@ int deviceOf(const ncclComm* comm, NetBackend* net, int peer, bool send, int tag
   if (comm->topo) {
     const int sender = send ? comm->rank : peer, receiver = send ? peer : comm->rank;
     std::string why;
+    // A connection on one rail gets the next rail's ports to stand by where
+    // it can fail over (ACCL_LANE_TIMEOUT_MS > 0).
+    int active = 0;
     const std::vector<int> devs =
         topoHopDevices(*comm->topo, sender, receiver, comm->rank, tag == kTagRing || tag == kTagDevRing,
-                       net->maxVDeviceNics(), &why);
+                       net->maxVDeviceNics(), &why, paramInt(Param::LaneTimeoutMs) > 0 ? &active : nullptr);
     const bool ours = std::all_of(devs.begin(), devs.end(), [&](int d) { return d >= 0 && d < net->devices(); });
     if (!devs.empty() && ours) {
       if (!why.empty() && comm->topo->crossNic == 0)
@@ -140,7 +147,7 @@ int deviceOf(const ncclComm* comm, NetBackend* net, int peer, bool send, int tag
       else if (!why.empty())
         INFO(kNet, "rank %d: the network connection %s rank %d joins NICs of different rails: %s", comm->rank,
              send ? "to" : "from", peer, why.c_str());
-      return mergedDevice(net, devs);
+      return mergedDevice(net, devs, active ? active : -1);
     }
   }
   return deviceByLocalRank(comm, net);

@@ -72,10 +72,10 @@ struct Run {
 
   bool endless = false;  // messages are added as the sender runs out
 
-  Run(int lanes, const std::vector<size_t>& s) {
+  Run(int lanes, const std::vector<size_t>& s, const std::vector<bool>& standby = {}) {
     std::vector<int> a, b;
     CHECK(tcpLanes(lanes, &a, &b));
-    tx = new SocketStream(a, true, true);
+    tx = new SocketStream(a, true, true, standby);
     rx = new SocketStream(b, false);
     add(s);
   }
@@ -393,4 +393,29 @@ TEST(failover_a_rejoin_read_before_the_lane_reached_its_cut) {
   CHECK(std::equal(m0.begin(), m0.begin() + 50, std::vector<char>(50, 'a').begin()) &&
         std::equal(m0.begin() + 50, m0.end(), std::vector<char>(50, 'b').begin()));
   CHECK(m1 == std::vector<char>(30, 'c'));
+}
+
+TEST(failover_standby_lanes_carry_only_while_the_others_are_out) {
+  // Lanes 2 and 3 stand by (the next rail's ports): nothing goes on them
+  // while lane 0 or 1 lives; both given up, they carry (exact); lane 0 back,
+  // new frames leave them again.
+  Run r(4, mixed(40), {false, false, true, true});
+  r.endless = true;
+  r.tx->rejoinAfterForTest(500000);
+  CHECK(r.until([&] { return r.done[1] >= 20; }));
+  CHECK(r.tx->laneBytes(2) == 0 && r.tx->laneBytes(3) == 0);
+  CHECK(r.tx->failLaneForTest(0, 0.5));
+  CHECK(r.until([&] { return r.done[1] >= 24; }));
+  CHECK(r.tx->laneBytes(2) == 0 && r.tx->laneBytes(3) == 0);  // lane 1 alone
+  CHECK(r.tx->failLaneForTest(1, 0.5));
+  CHECK(r.until([&] { return r.tx->laneBytes(2) + r.tx->laneBytes(3) > (2u << 20); }));
+  CHECK_EQ(r.tx->rejoins(), 0);
+  CHECK(r.until([&] { return r.tx->rejoins() >= 1; }));
+  r.until([] { return false; }, true, true, 50);  // frames begun on the standby lanes finish
+  const uint64_t standby = r.tx->laneBytes(2) + r.tx->laneBytes(3);
+  CHECK(r.until([&] { return r.tx->laneBytes(0) + r.tx->laneBytes(1) > (8u << 20); }));
+  CHECK(r.tx->laneBytes(2) + r.tx->laneBytes(3) < standby + (1u << 20));  // at most what was held when it came back
+  r.endless = false;
+  CHECK(r.all());
+  CHECK(r.exact());
 }

@@ -455,3 +455,29 @@ TEST(topo_each_gpu_takes_the_rail_of_its_nearest_nic) {
   CHECK(topoDescribe(t)[1].find("(ranks 0 near rail 1 1 near rail 0 2):") != std::string::npos);
   (void)!system(("rm -rf " + root).c_str());
 }
+
+TEST(topo_a_rails_connection_gets_the_next_rail_to_stand_by) {
+  // 2 hosts x 2 ranks x 3 rails x 2 planes (declared): a connection on the
+  // sender's rail gets the next shared rail's two ports after its own two;
+  // a ring's hop (every rail) and one rail shared get none.
+  Topology t = layout(2, 3, [](int) {
+    std::vector<TopoNic> v;
+    for (int rail = 0; rail < 3; ++rail)
+      for (int plane = 0; plane < 2; ++plane)
+        v.push_back(nic("n" + std::to_string(rail) + std::to_string(plane), rail * 2 + plane, "", rail, plane));
+    return v;
+  });
+  std::string why;
+  int active = -1;
+  CHECK_EQ(str(topoHopDevices(t, 1, 4, 1, false, 16, &why, &active)), std::string("2,3,4,5"));  // rail 1, then 2
+  CHECK_EQ(active, 2);
+  CHECK_EQ(str(topoHopDevices(t, 2, 5, 2, false, 16, &why, &active)), std::string("4,5,0,1"));  // rail 2, then 0
+  CHECK_EQ(active, 2);
+  CHECK_EQ(str(topoHopDevices(t, 2, 5, 2, false, 3, &why, &active)), std::string("4,5,0"));  // as many as fit
+  CHECK_EQ(str(topoHopDevices(t, 2, 5, 2, false, 16, &why)), std::string("4,5"));  // none asked for
+  CHECK_EQ(str(topoHopDevices(t, 2, 3, 2, true, 16, &why, &active)), std::string("0,2,4,1,3,5"));
+  CHECK_EQ(active, 6);
+  Topology one = layout(2, 1, [](int) { return std::vector<TopoNic>{nic("a", 0, "", 0, 0), nic("b", 1, "", 0, 1)}; });
+  CHECK_EQ(str(topoHopDevices(one, 0, 1, 0, false, 16, &why, &active)), std::string("0,1"));
+  CHECK_EQ(active, 2);
+}

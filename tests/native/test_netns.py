@@ -333,17 +333,17 @@ def test_two_planes_declared_and_all_four_ports_used():
         net.down()
 
 
-def _launch_until_crossed(net, argv, crossed, **kw):
+def _launch_until_crossed(net, argv, crossed, port="nic0p1", **kw):
     """Launches argv in a thread; returns it and the dict that gets its
-    results ("r") once host 1's nic0p1 has sent `crossed` bytes (60 s at most)
+    results ("r") once host 1's `port` has sent `crossed` bytes (60 s at most)
     while it runs: the moment to take a port down mid-run."""
     res = {}
     run = threading.Thread(target=lambda: res.update(r=net.launch(argv, **kw)))
     run.start()
-    start = net.hosts[1].counters()["nic0p1"][0]
+    start = net.hosts[1].counters()[port][0]
     until = time.monotonic() + 60
-    while net.hosts[1].counters()["nic0p1"][0] - start < crossed and run.is_alive():
-        assert time.monotonic() < until, "the run did not start crossing plane 1"
+    while net.hosts[1].counters()[port][0] - start < crossed and run.is_alive():
+        assert time.monotonic() < until, f"the run did not start crossing {port}"
         time.sleep(0.05)
     assert run.is_alive(), "the run ended before the port could go down"
     return run, res
@@ -420,20 +420,46 @@ def test_two_ports_die_under_the_hierarchical_collectives():
 
 
 @pytest.mark.timeout(150)
-def test_a_whole_rail_down_fails_every_rank_within_the_timeout_naming_it():
+def test_a_whole_rail_down_moves_to_the_next_rail():
     """2 hosts x 2 ranks x 2 rails x 2 planes under the hierarchical
-    allreduce: both ports of host 1's rail 1 go down. Each rail connection
-    over them has no lane left; it waits for the rail to come back (a port
-    may only flap) until ACCL_TIMEOUT, then every rank fails, the stalled
-    lane named with its NIC: never a hang."""
+    allreduce: both ports of host 1's rail 1 go down. The rail connections
+    over them have the next rail's ports standing by: their sockets on rail
+    1 are given up, what they carried goes over rail 0's, and every result
+    is exact."""
     net = emunet(hosts=2, nics=2, planes=2, rate="300mbit")
+    try:
+        env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "60"}
+        run, res = _launch_until_crossed(
+            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "24", "-w", "1",
+                  "-c", "1", "-d", "int32"], 8 << 20, ranks_per_host=2, timeout=140, env=env)
+        net.set_link(1, 1, 0, up=False)
+        net.set_link(1, 1, 1, up=False)
+        run.join()
+        results = res["r"]
+        out = "\n".join(r.stdout[-3000:] for r in results)
+        assert all(r.returncode == 0 for r in results), out
+        assert "# Out of bounds values : 0 OK" in results[0].stdout, out
+        said = "".join(r.stdout for r in results)
+        assert re.search(r"lane \d of 4 of a send connection \(\S+ \(nic1p[01]\) -> \S+\) failed: .* go again "
+                         r"over lane [23] \(\S+ \(nic0p[01]\)", said), out
+    finally:
+        net.down()
+
+
+@pytest.mark.timeout(150)
+def test_every_rail_a_connection_may_take_down_fails_within_the_timeout_naming_it():
+    """2 hosts x 3 ranks x 3 rails: host 1's rails 1 and 2 go down. Rail 1's
+    connections (rail 2 standing by) have no way left: they wait for a rail
+    to come back (a port may only flap) until ACCL_TIMEOUT, then every rank
+    fails, the stalled lane named with its NIC: never a hang."""
+    net = emunet(hosts=2, nics=3, rate="300mbit")
     try:
         env = {**os.environ, "ACCL_LANE_TIMEOUT_MS": "300", "ACCL_TIMEOUT": "10"}
         run, res = _launch_until_crossed(
-            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "200", "-w", "1",
-                  "-c", "1", "-d", "int32"], 8 << 20, ranks_per_host=2, timeout=120, env=env)
+            net, [sys.executable, "-m", "accl.perf", "allreduce", "-b", "12M", "-e", "12M", "-n", "200", "-w", "1",
+                  "-c", "1", "-d", "int32"], 4 << 20, ranks_per_host=3, timeout=120, env=env, port="nic1p0")
         net.set_link(1, 1, 0, up=False)
-        net.set_link(1, 1, 1, up=False)
+        net.set_link(1, 2, 0, up=False)
         down = time.monotonic()
         run.join()
         took = time.monotonic() - down
@@ -442,7 +468,7 @@ def test_a_whole_rail_down_fails_every_rank_within_the_timeout_naming_it():
         assert all(r.returncode != 0 and "killed after" not in r.stdout for r in results), out  # failed, not hung
         assert took < 10 + 30, (took, out)
         said = "".join(r.stdout for r in results)
-        assert re.search(r"the last working lane of a send connection \(\S+ \(nic1p[01]\) -> \S+\) stalls", said), out
+        assert re.search(r"the last working lane of a send connection \(\S+ \(nic[12]p0\) -> \S+\) stalls", said), out
         assert "timed out (ACCL_TIMEOUT)" in said, out
     finally:
         net.down()

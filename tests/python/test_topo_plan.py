@@ -23,6 +23,11 @@ def test_an_hpn_layout_is_planned_rail_by_rail():
     for i in range(4):
         assert hops[(i, 4 + i)] == [[f"r{i}p0", f"r{i}p0"], [f"r{i}p1", f"r{i}p1"]]
         assert hops[(4 + i, i)] == [[f"r{i}p0", f"r{i}p0"], [f"r{i}p1", f"r{i}p1"]]
+    # and the next rail's ports standing by (failover), rail to rail too
+    spare = {(x["from"], x["to"]): x["standby"] for x in p["rail_hops"]}
+    for i in range(4):
+        j = (i + 1) % 4
+        assert spare[(i, 4 + i)] == [[f"r{j}p0", f"r{j}p0"], [f"r{j}p1", f"r{j}p1"]]
     ring = {(x["from"], x["to"]): x["lanes"] for x in p["ring_hops"]}
     assert set(ring) == {(3, 4), (7, 0)}
     assert sorted(a for a, b in ring[(3, 4)]) == sorted(f"r{r}p{q}" for r in range(4) for q in range(2))
@@ -69,7 +74,7 @@ def test_the_command_line(tmp_path):
     assert json.loads(out.stdout)["rails"] == 4
     out = subprocess.run([sys.executable, "-m", "accl.topo", "--layout", str(layout)], capture_output=True, text=True,
                          timeout=60)
-    assert "| 0 -> 4 | r0p0>r0p0, r0p1>r0p1 |" in out.stdout, out.stdout
+    assert "| 0 -> 4 | r0p0>r0p0, r0p1>r0p1 (standing by: r1p0>r1p0, r1p1>r1p1) |" in out.stdout, out.stdout
     # this host, two alike: its NICs as the backend sees them
     out = subprocess.run([sys.executable, "-m", "accl.topo", "--hosts", "2", "--ranks-per-host", "2"],
                          capture_output=True, text=True, timeout=60)
