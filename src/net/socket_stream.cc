@@ -57,15 +57,27 @@ constexpr uint64_t kSeenBytes = 16 << 20;
 constexpr size_t kSeenFrames = 8192;
 constexpr size_t kSinkBytes = 64 << 10;
 constexpr uint8_t kTcpCaLoss = 4;  // tcp_info's ca_state while TCP recovers from a timeout
-// Failover: a lane's TCP retries at least this often while its port is
+// Failover: a lane given up retries at least this often while its port is
 // down, so that its return is seen within about this long (TCP's own
 // backoff reaches 120 s: twice the outage). TCP_RTO_MAX_MS (Linux 6.15;
 // older kernels refuse it and keep their backoff), with the connection's
-// own deadline kept where the default puts it (tcp_retries2 = 15: ~924 s),
-// which a shorter backoff would bring forward.
+// deadline kept where the default puts it (tcp_retries2 = 15: ~924 s),
+// which a shorter backoff would bring forward. Only while it is out: a
+// user timeout would also end a live lane whose peer's window stayed shut
+// that long (a receiver that posts nothing), and a lane taken back gets
+// TCP's defaults again.
 constexpr int kTcpRtoMaxMs = 44;  // TCP_RTO_MAX_MS
 constexpr int kLaneRetryMs = 1000;
 constexpr int kLaneDeadlineMs = 924000;
+// Notices name a lane's generation in 16 bits: a lane comes back at most this often.
+constexpr uint32_t kMaxGenerations = 0xffff;
+
+// Lane fd is out (retry often, TCP's deadline kept) or back (TCP's defaults).
+void retryOften(int fd, bool out, int defaultRtoMaxMs) {
+  const int rto = out ? kLaneRetryMs : defaultRtoMaxMs, deadline = out ? kLaneDeadlineMs : 0;
+  if (rto > 0 && setsockopt(fd, IPPROTO_TCP, kTcpRtoMaxMs, &rto, sizeof(int)) == 0)
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &deadline, sizeof(int));
+}
 
 // Whether TCP is retransmitting on fd (after a timeout): the peer's
 // acknowledgements stopped for want of a path, not of room at the peer (a
@@ -156,8 +168,9 @@ SocketStream::SocketStream(std::vector<int> fds, bool send, bool failover, const
     lanes_[i].stillUs = now;
     lanes_[i].standby = i < standby.size() && standby[i];
     if (send && fds.size() > 1) sizeLane(lanes_[i], 2 * kLaneBufferBytes);
-    if (failover_ && setsockopt(fds[i], IPPROTO_TCP, kTcpRtoMaxMs, &kLaneRetryMs, sizeof(int)) == 0)
-      setsockopt(fds[i], IPPROTO_TCP, TCP_USER_TIMEOUT, &kLaneDeadlineMs, sizeof(int));
+    socklen_t len = sizeof(int);
+    if (failover_ && getsockopt(fds[i], IPPROTO_TCP, kTcpRtoMaxMs, &lanes_[i].rtoMaxMs, &len) != 0)
+      lanes_[i].rtoMaxMs = 0;  // the kernel has no such option
   }
 }
 
@@ -311,9 +324,8 @@ ncclResult_t SocketStream::progress() {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_) return ncclRemoteError;
   }
-  const bool holding = std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& l) {
-    return l.dead ? l.rejoining && !l.gone : !l.held.empty() || !l.loose.empty();
-  });
+  const bool holding = std::any_of(lanes_.begin(), lanes_.end(),
+                                   [](const Lane& l) { return !l.dead && (!l.held.empty() || !l.loose.empty()); });
   return holding ? ncclInProgress : ncclSuccess;
 }
 
@@ -532,7 +544,9 @@ void SocketStream::watchDeadLane(size_t i, uint64_t now) {
   Lane& l = lanes_[i];
   if (l.gone) return;
   if (!l.rejoining) {
-    if (now - l.deadUs < rejoinUs_ || unacked(l.fd) != 0 || !established(l.fd) || localLinkDown(l.fd)) return;
+    if (now - l.deadUs < rejoinUs_ || l.gen + 1 >= kMaxGenerations || unacked(l.fd) != 0 || !established(l.fd) ||
+        localLinkDown(l.fd))
+      return;
     ++l.gen;
     Lane* to = sendNotices(notice(kRejoinOffset, i, l.gen, l.bytes), nullptr);
     if (!to) return;
@@ -552,6 +566,11 @@ void SocketStream::watchDeadLane(size_t i, uint64_t now) {
   l.dead = l.rejoining = false;
   --deadLanes_;
   ++rejoins_;
+  retryOften(l.fd, false, l.rtoMaxMs);
+  // The peer read every notice of this lane before its byte came: none need go again.
+  noticesSent_.erase(std::remove_if(noticesSent_.begin(), noticesSent_.end(),
+                                    [&](const Frame& f) { return (f.total & 0xffffu) == i; }),
+                     noticesSent_.end());
   l.ackedAt = l.bytes;
   l.stillUs = now;
   l.seenUs = 0;
@@ -620,6 +639,7 @@ bool SocketStream::failLane(size_t i, uint64_t acked, const char* why) {
   l.dead = true;
   l.deadUs = nowUs();
   ++deadLanes_;
+  retryOften(l.fd, true, l.rtoMaxMs);
   std::deque<Held> again;
   size_t bytes = 0;
   for (Held& h : l.held) {
@@ -784,17 +804,43 @@ bool SocketStream::readRejoin(Lane& k, uint32_t gen, uint64_t at) {
   }
   k.gen = gen;
   if (k.eof) return true;  // it ended while cut: never taken back (no byte goes back)
-  if (k.dead) {  // read up to its cut already: on from here
+  if (!k.dead) {
+    k.resumeAt = at;  // cutLane goes on from there, once the lane reached its cut
+    return true;
+  }
+  {  // read up to its cut already: on from here
     std::lock_guard<std::mutex> lock(mu_);
     k.dead = false;
     k.cutAt = UINT64_MAX;
-    k.skipTo = at;
     --eofLanes_;
-  } else {
-    k.resumeAt = at;  // cutLane goes on from there
   }
+  resume(k, at);
+  return true;
+}
+
+// Lane l, read up to its cut, goes on at byte `at`: what lies before is
+// dropped, frames are read from there, and one byte back tells the sender
+// (only now: until the lane reached its cut, the sender must not cut it
+// again, and it cannot while it waits for the byte). Until a byte past
+// `at` came, an error or end on it ends the lane, nothing more: the sender
+// may have closed it without taking it back.
+void SocketStream::resume(Lane& l, uint64_t at) {
+  l.skipTo = at;
+  l.resumeAt = UINT64_MAX;
+  l.untried = true;
   const char byte = 1;
-  (void)!send(k.fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);  // where it fails the sender never takes it back
+  (void)!send(l.fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);  // where it fails the sender never takes it back
+}
+
+// Lane l, taken back, ended or failed before a byte past its rejoin point
+// came: it ends (true); any other lane's failure breaks the stream (false).
+bool SocketStream::endUntried(Lane& l) {
+  if (!l.untried) return false;
+  l.untried = false;
+  l.dead = l.eof = true;
+  l.skipTo = UINT64_MAX;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++eofLanes_;
   return true;
 }
 
@@ -820,8 +866,8 @@ bool SocketStream::skip(Lane& l) {
   if (!sink_) sink_.reset(new char[kSinkBytes]);
   while (l.wire < l.skipTo) {
     const ssize_t k = recv(l.fd, sink_.get(), std::min<uint64_t>(l.skipTo - l.wire, kSinkBytes), MSG_DONTWAIT);
-    if (k == 0) return false;
-    if (k < 0) return socketWouldBlock();
+    if (k == 0) return endUntried(l);
+    if (k < 0) return socketWouldBlock() || endUntried(l);
     l.wire += static_cast<uint64_t>(k);
   }
   l.skipTo = UINT64_MAX;
@@ -861,8 +907,8 @@ bool SocketStream::cutLane(Lane& l) {
   l.blocked = false;  // its next frame, waiting for a post, is past the cut
   l.moved = 0;
   if (l.resumeAt != UINT64_MAX) {  // taken back already: on from there
-    l.skipTo = l.resumeAt;
-    l.resumeAt = l.cutAt = UINT64_MAX;
+    l.cutAt = UINT64_MAX;
+    resume(l, l.resumeAt);
   } else {
     l.dead = true;
     if (!l.eof) ++eofLanes_;
@@ -912,7 +958,8 @@ bool SocketStream::readLane(Lane& l) {
     }
     if (l.skipTo != UINT64_MAX) {
       if (!skip(l)) return false;
-      if (l.skipTo != UINT64_MAX) return true;  // more to come
+      if (l.dead || l.skipTo != UINT64_MAX) return true;  // ended, or more to come
+      continue;  // a cut may fall right where it goes on
     }
     if (l.moved < hb) {
       const ssize_t k =
@@ -923,8 +970,9 @@ bool SocketStream::readLane(Lane& l) {
         ++eofLanes_;
         return true;
       }
-      if (k == 0) return false;  // closed mid-frame, or before its cut
-      if (k < 0) return socketWouldBlock();
+      if (k == 0) return endUntried(l);  // closed mid-frame, or before its cut
+      if (k < 0) return socketWouldBlock() || endUntried(l);
+      l.untried = false;
       l.moved += static_cast<size_t>(k);
       l.wire += static_cast<uint64_t>(k);
       if (l.moved < hb) continue;

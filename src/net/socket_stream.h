@@ -174,6 +174,7 @@ class SocketStream {
     bool rejoining = false;     // send, dead: its rejoin notice sent, the peer's byte not yet back
     bool gone = false;          // send, dead: its socket failed outright (never taken back)
     uint64_t deadUs = 0;        // send: when it was given up
+    int rtoMaxMs = 0;           // send, failover: TCP_RTO_MAX_MS as the kernel set it (0: no such option)
     bool stallWarned = false;   // send: the last lane, stalled, said so
     std::deque<Held> held;      // send, failover: frames begun that the peer may not have, oldest first
     std::deque<Held> loose;     // send: frames of no request to write before any new one (a cut and what follows)
@@ -183,6 +184,7 @@ class SocketStream {
     uint64_t cutAt = UINT64_MAX;  // recv: its sender gave it up here (read up to it, no further)
     uint64_t resumeAt = UINT64_MAX;  // recv: cut, and taken back here (what lies between is skipped)
     uint64_t skipTo = UINT64_MAX;    // recv: taken back: bytes up to here are dropped
+    bool untried = false;            // recv: taken back, no byte past its rejoin point read yet
     bool discarding = false;    // recv: its frame is of a message complete already (sent again): read, dropped
     std::deque<Seen> seen;      // recv, several lanes: its recent frames (where a cut may fall)
     bool staging = false;       // recv: its frame goes into `stage` (its message not posted yet)
@@ -224,6 +226,8 @@ class SocketStream {
   bool readNotice(const Frame& h);
   bool readRejoin(Lane& k, uint32_t gen, uint64_t at);
   bool skip(Lane& l);
+  void resume(Lane& l, uint64_t at);
+  bool endUntried(Lane& l);
   bool dropCut(Lane& l);
   size_t readable(const Lane& l, size_t want) const;
   bool moveRecv(size_t begin, size_t end);

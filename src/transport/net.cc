@@ -133,11 +133,12 @@ int deviceOf(const ncclComm* comm, NetBackend* net, int peer, bool send, int tag
     const int sender = send ? comm->rank : peer, receiver = send ? peer : comm->rank;
     std::string why;
     // A connection on one rail gets the next rail's ports to stand by where
-    // it can fail over (ACCL_LANE_TIMEOUT_MS > 0).
+    // it can fail over (ACCL_LANE_TIMEOUT_MS > 0, no helper threads).
     int active = 0;
+    const bool standby = paramInt(Param::LaneTimeoutMs) > 0 && paramInt(Param::SocketNthreads) <= 1;
     const std::vector<int> devs =
         topoHopDevices(*comm->topo, sender, receiver, comm->rank, tag == kTagRing || tag == kTagDevRing,
-                       net->maxVDeviceNics(), &why, paramInt(Param::LaneTimeoutMs) > 0 ? &active : nullptr);
+                       net->maxVDeviceNics(), &why, standby ? &active : nullptr);
     const bool ours = std::all_of(devs.begin(), devs.end(), [&](int d) { return d >= 0 && d < net->devices(); });
     if (!devs.empty() && ours) {
       if (!why.empty() && comm->topo->crossNic == 0)

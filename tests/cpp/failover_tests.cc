@@ -222,9 +222,18 @@ struct HandPeer {
     const uint32_t h[5] = {seq, 3, total, offset, len};
     CHECK(write(tx[lane], h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)));
   }
-  void cut(int lane, uint32_t cutLane, uint64_t at) {
-    const uint32_t h[5] = {static_cast<uint32_t>(at), static_cast<uint32_t>(at >> 32), cutLane, 0xffffffffu, 0};
+  void cut(int lane, uint32_t cutLane, uint64_t at, uint32_t gen = 0) { notice(lane, 0xffffffffu, cutLane, gen, at); }
+  void rejoin(int lane, uint32_t k, uint32_t gen, uint64_t at) { notice(lane, 0xfffffffeu, k, gen, at); }
+  void notice(int lane, uint32_t kind, uint32_t k, uint32_t gen, uint64_t at) {
+    const uint32_t h[5] = {static_cast<uint32_t>(at), static_cast<uint32_t>(at >> 32), k | (gen << 16), kind, 0};
     CHECK(write(tx[lane], h, sizeof(h)) == static_cast<ssize_t>(sizeof(h)));
+  }
+  // Whether the receiver's byte (it took lane k back) came, within `ms`.
+  bool backOn(int k, int ms = 100) {
+    char b = 0;
+    for (int i = 0; i < ms; ++i, usleep(1000))
+      if (recv(tx[k], &b, 1, MSG_DONTWAIT) == 1) return b == 1;
+    return false;
   }
   // Tests r for `ms` (it moves the lanes): the result, *done.
   ncclResult_t wait(void* r, int* done, int ms = 300) {
@@ -375,18 +384,16 @@ TEST(failover_a_rejoin_read_before_the_lane_reached_its_cut) {
   CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
   CHECK_EQ(p.stream->post(m1.data(), 30, 3, &r1), ncclSuccess);
   p.cut(0, 1, 20 + 50);
-  const uint32_t rejoin[5] = {20 + 100, 0, 1u | (1u << 16), 0xfffffffeu, 0};
-  CHECK(write(p.tx[0], rejoin, sizeof(rejoin)) == static_cast<ssize_t>(sizeof(rejoin)));
+  p.rejoin(0, 1, 1, 20 + 100);
   p.frame(0, 0, 100, 50, 50, 'b');
   int done = 0;
   CHECK_EQ(p.wait(r0, &done, 100), ncclSuccess);
   CHECK(!done);
+  CHECK(!p.backOn(1, 20));  // not before lane 1 reached its cut: the sender must not cut it again meanwhile
   p.frame(1, 0, 100, 0, 100, 'a');  // what lane 1 carried before it was given up (past the cut: 'a' must not count)
   CHECK_EQ(p.wait(r0, &done), ncclSuccess);
   CHECK(done);
-  char back = 0;
-  for (int i = 0; i < 100 && recv(p.tx[1], &back, 1, MSG_DONTWAIT) != 1; ++i) usleep(1000);
-  CHECK_EQ(back, 1);
+  CHECK(p.backOn(1));
   p.frame(1, 1, 30, 0, 30, 'c');
   CHECK_EQ(p.wait(r1, &done), ncclSuccess);
   CHECK(done);
@@ -418,4 +425,68 @@ TEST(failover_standby_lanes_carry_only_while_the_others_are_out) {
   r.endless = false;
   CHECK(r.all());
   CHECK(r.exact());
+}
+
+TEST(failover_a_cut_at_the_rejoin_byte_while_skipping) {
+  // Lane 1 is cut at 70 and read up to there; its rejoin (W = 120) comes
+  // before its bytes 70..120, then a new cut right at 120 (taken back,
+  // nothing acknowledged since). Skipping ends at 120, where the new cut
+  // ends the lane again: the message that was past it comes over lane 0.
+  HandPeer p(2);
+  std::vector<char> m0(100, 0), m1(30, 0);
+  void *r0 = nullptr, *r1 = nullptr;
+  CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
+  CHECK_EQ(p.stream->post(m1.data(), 30, 3, &r1), ncclSuccess);
+  p.head(1, 0, 100, 0, 100);
+  std::vector<char> a(50, 'a');
+  CHECK(write(p.tx[1], a.data(), 50) == 50);  // lane 1's bytes 0..70
+  p.cut(0, 1, 70);
+  p.frame(0, 0, 100, 50, 50, 'b');
+  int done = 0;
+  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
+  CHECK(done);
+  p.cut(0, 1, 70);
+  p.rejoin(0, 1, 1, 120);
+  p.cut(0, 1, 120, 1);
+  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
+  CHECK(!done);
+  CHECK(p.backOn(1));
+  CHECK(write(p.tx[1], a.data(), 50) == 50);  // lane 1's bytes 70..120 (dropped)
+  p.frame(1, 1, 30, 0, 30, 'x');               // 120..170: past the new cut (dropped)
+  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
+  CHECK(!done);
+  p.frame(0, 1, 30, 0, 30, 'c');               // message 1 again, on lane 0
+  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
+  CHECK(done);
+  CHECK(m1 == std::vector<char>(30, 'c'));
+}
+
+TEST(failover_a_lane_reset_before_it_carried_again_ends_only_itself) {
+  // Lane 1, cut and read to its cut, is taken back (its byte goes back);
+  // the sender closes it with that byte unread (its close came first): a
+  // reset. The receiver ends lane 1 and goes on: message 1 comes whole on lane 0.
+  HandPeer p(2);
+  std::vector<char> m0(100, 0), m1(30, 0);
+  void *r0 = nullptr, *r1 = nullptr;
+  CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
+  CHECK_EQ(p.stream->post(m1.data(), 30, 3, &r1), ncclSuccess);
+  p.head(1, 0, 100, 0, 100);
+  std::vector<char> a(50, 'a');
+  CHECK(write(p.tx[1], a.data(), 50) == 50);
+  p.cut(0, 1, 70);
+  p.frame(0, 0, 100, 50, 50, 'b');
+  int done = 0;
+  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
+  CHECK(done);
+  p.cut(0, 1, 70);
+  p.rejoin(0, 1, 1, 70);
+  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
+  usleep(20000);  // its byte is in lane 1's kernel, unread
+  close(p.tx[1]);  // a socket closed with bytes unread resets its peer
+  p.tx[1] = open("/dev/null", O_WRONLY);
+  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
+  p.frame(0, 1, 30, 0, 30, 'c');
+  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
+  CHECK(done);
+  CHECK(m1 == std::vector<char>(30, 'c'));
 }
