@@ -427,66 +427,71 @@ TEST(failover_standby_lanes_carry_only_while_the_others_are_out) {
   CHECK(r.exact());
 }
 
-TEST(failover_a_cut_at_the_rejoin_byte_while_skipping) {
-  // Lane 1 is cut at 70 and read up to there; its rejoin (W = 120) comes
-  // before its bytes 70..120, then a new cut right at 120 (taken back,
-  // nothing acknowledged since). Skipping ends at 120, where the new cut
-  // ends the lane again: the message that was past it comes over lane 0.
-  HandPeer p(2);
-  std::vector<char> m0(100, 0), m1(30, 0);
+namespace {
+
+// Lane 1 carried message 0's head and first 50 bytes (lane bytes 0..70),
+// then was cut at 70; its second half came on lane 0. Message 1 (30 bytes)
+// is posted, still to come.
+struct CutAt70 {
+  HandPeer p{2};
+  std::vector<char> m0 = std::vector<char>(100, 0), m1 = std::vector<char>(30, 0);
   void *r0 = nullptr, *r1 = nullptr;
-  CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
-  CHECK_EQ(p.stream->post(m1.data(), 30, 3, &r1), ncclSuccess);
-  p.head(1, 0, 100, 0, 100);
-  std::vector<char> a(50, 'a');
-  CHECK(write(p.tx[1], a.data(), 50) == 50);  // lane 1's bytes 0..70
-  p.cut(0, 1, 70);
-  p.frame(0, 0, 100, 50, 50, 'b');
+  const std::vector<char> a = std::vector<char>(50, 'a');
+  CutAt70() {
+    CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
+    CHECK_EQ(p.stream->post(m1.data(), 30, 3, &r1), ncclSuccess);
+    p.head(1, 0, 100, 0, 100);
+    CHECK(write(p.tx[1], a.data(), 50) == 50);
+    p.cut(0, 1, 70);
+    p.frame(0, 0, 100, 50, 50, 'b');
+    int done = 0;
+    CHECK_EQ(p.wait(r0, &done), ncclSuccess);
+    CHECK(done);
+  }
+  // Message 1 comes whole on lane 0, and is exact.
+  void lastOnLaneZero() {
+    int done = 0;
+    p.frame(0, 1, 30, 0, 30, 'c');
+    CHECK_EQ(p.wait(r1, &done), ncclSuccess);
+    CHECK(done);
+    CHECK(m1 == std::vector<char>(30, 'c'));
+  }
+};
+
+}  // namespace
+
+TEST(failover_a_cut_at_the_rejoin_byte_while_skipping) {
+  // Lane 1's rejoin (W = 120) comes before its bytes 70..120, then a new
+  // cut right at 120 (taken back, nothing acknowledged since). Skipping
+  // ends at 120, where the new cut ends the lane again: the message that
+  // was past it comes over lane 0.
+  CutAt70 c;
+  c.p.cut(0, 1, 70);
+  c.p.rejoin(0, 1, 1, 120);
+  c.p.cut(0, 1, 120, 1);
   int done = 0;
-  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
-  CHECK(done);
-  p.cut(0, 1, 70);
-  p.rejoin(0, 1, 1, 120);
-  p.cut(0, 1, 120, 1);
-  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
+  CHECK_EQ(c.p.wait(c.r1, &done, 100), ncclSuccess);
   CHECK(!done);
-  CHECK(p.backOn(1));
-  CHECK(write(p.tx[1], a.data(), 50) == 50);  // lane 1's bytes 70..120 (dropped)
-  p.frame(1, 1, 30, 0, 30, 'x');               // 120..170: past the new cut (dropped)
-  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
+  CHECK(c.p.backOn(1));
+  CHECK(write(c.p.tx[1], c.a.data(), 50) == 50);  // lane 1's bytes 70..120 (dropped)
+  c.p.frame(1, 1, 30, 0, 30, 'x');                 // 120..170: past the new cut (dropped)
+  CHECK_EQ(c.p.wait(c.r1, &done, 100), ncclSuccess);
   CHECK(!done);
-  p.frame(0, 1, 30, 0, 30, 'c');               // message 1 again, on lane 0
-  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
-  CHECK(done);
-  CHECK(m1 == std::vector<char>(30, 'c'));
+  c.lastOnLaneZero();
 }
 
 TEST(failover_a_lane_reset_before_it_carried_again_ends_only_itself) {
-  // Lane 1, cut and read to its cut, is taken back (its byte goes back);
-  // the sender closes it with that byte unread (its close came first): a
-  // reset. The receiver ends lane 1 and goes on: message 1 comes whole on lane 0.
-  HandPeer p(2);
-  std::vector<char> m0(100, 0), m1(30, 0);
-  void *r0 = nullptr, *r1 = nullptr;
-  CHECK_EQ(p.stream->post(m0.data(), 100, 3, &r0), ncclSuccess);
-  CHECK_EQ(p.stream->post(m1.data(), 30, 3, &r1), ncclSuccess);
-  p.head(1, 0, 100, 0, 100);
-  std::vector<char> a(50, 'a');
-  CHECK(write(p.tx[1], a.data(), 50) == 50);
-  p.cut(0, 1, 70);
-  p.frame(0, 0, 100, 50, 50, 'b');
+  // Lane 1 is taken back (its byte goes back); the sender closes it with
+  // that byte unread (its close came first): a reset. The receiver ends
+  // lane 1 and goes on: message 1 comes whole on lane 0.
+  CutAt70 c;
+  c.p.cut(0, 1, 70);
+  c.p.rejoin(0, 1, 1, 70);
   int done = 0;
-  CHECK_EQ(p.wait(r0, &done), ncclSuccess);
-  CHECK(done);
-  p.cut(0, 1, 70);
-  p.rejoin(0, 1, 1, 70);
-  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
-  usleep(20000);  // its byte is in lane 1's kernel, unread
-  close(p.tx[1]);  // a socket closed with bytes unread resets its peer
-  p.tx[1] = open("/dev/null", O_WRONLY);
-  CHECK_EQ(p.wait(r1, &done, 100), ncclSuccess);
-  p.frame(0, 1, 30, 0, 30, 'c');
-  CHECK_EQ(p.wait(r1, &done), ncclSuccess);
-  CHECK(done);
-  CHECK(m1 == std::vector<char>(30, 'c'));
+  CHECK_EQ(c.p.wait(c.r1, &done, 100), ncclSuccess);
+  usleep(20000);      // its byte is in lane 1's kernel, unread
+  close(c.p.tx[1]);   // a socket closed with bytes unread resets its peer
+  c.p.tx[1] = open("/dev/null", O_WRONLY);
+  CHECK_EQ(c.p.wait(c.r1, &done, 100), ncclSuccess);
+  c.lastOnLaneZero();
 }
