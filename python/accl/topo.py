@@ -6,10 +6,11 @@ own planning, acclTopoPlan).
     python -m accl.topo                      # this host's NICs, 2 hosts alike, 1 rank each
     python -m accl.topo --hosts 4 --ranks-per-host 8 --png plan.png
     python -m accl.topo --layout cluster.txt --json
+    python -m accl.topo --topo-file node.xml --hosts 4   # a host as NCCL_TOPO_FILE describes it
 
 A layout has a line per host (docs/python.md, `python -m accl.topo`):
 
-    host NAME ranks 0,1,2,3 nics nic0=10.0.0.0/24,nic1=10.0.1.0/24 [rails nic0:0:0,nic1:1:0]
+    host NAME ranks 0,1,2,3 nics nic0=10.0.0.0/24@0000:17:00.0,nic1=10.0.1.0/24 [rails nic0:0:0,nic1:1:0]
     crossnic 2
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import socket
 import sys
+import xml.etree.ElementTree as ET
 
 from . import _accl
 
@@ -26,6 +28,32 @@ def local_nics() -> str:
     """This host's NICs as the network backend sees them (NCCL_SOCKET_IFNAME,
     ACCL_NICS applied), as a layout's "nics ... [rails ...]" words."""
     return _accl.topo_local()
+
+
+def file_nics(text: str) -> str:
+    """The NICs a topology file (NCCL's XML, as NCCL_TOPO_FILE reads it)
+    describes, as a layout's "nics ... [rails ...]" words: each <net>'s
+    name, its subnet and PCI address (the <pci busid> above it) where
+    given, and rails and planes where every <net> has one."""
+    words, rails = [], []
+
+    def walk(node: ET.Element, busid: str) -> None:
+        busid = node.get("busid", busid) if node.tag == "pci" else busid
+        if node.tag == "net":
+            name = node.get("name")
+            if not name:
+                raise ValueError("a <net> element without a name")
+            words.append(name + (f"={node.get('subnet')}" if node.get("subnet") else "") + (f"@{busid}" if busid else ""))
+            if node.get("rail") is not None:
+                rails.append(f"{name}:{node.get('rail')}:{node.get('plane', '0')}")
+        for child in node:
+            walk(child, busid)
+
+    root = ET.fromstring(text)
+    if root.tag != "system":
+        raise ValueError("no <system> element")
+    walk(root, "")
+    return (f"nics {','.join(words)}" if words else "") + (f" rails {','.join(rails)}" if len(rails) == len(words) else "")
 
 
 def alike(hosts: int, ranks_per_host: int, nics: str) -> str:
@@ -131,6 +159,7 @@ def picture(p: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m accl.topo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--layout", help="a layout file (a line per host); default: hosts like this one")
+    ap.add_argument("--topo-file", help="hosts like the one a topology file (NCCL's XML) describes")
     ap.add_argument("--hosts", type=int, default=2, help="hosts like this one (2)")
     ap.add_argument("--ranks-per-host", type=int, default=1, help="ranks on each (1)")
     ap.add_argument("--json", action="store_true", help="the plan as JSON")
@@ -142,8 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if a.hosts < 1 or a.ranks_per_host < 1:
             ap.error("--hosts and --ranks-per-host are 1 or more")
-        nics = local_nics()
-        print(f"# {socket.gethostname()}: {nics or 'no NIC (NCCL_SOCKET_IFNAME?)'}", file=sys.stderr)
+        if a.topo_file:
+            try:
+                with open(a.topo_file) as f:
+                    nics = file_nics(f.read())
+            except (OSError, ValueError, ET.ParseError) as e:
+                ap.error(f"--topo-file {a.topo_file}: {e}")
+            print(f"# {a.topo_file}: {nics or 'no <net>'}", file=sys.stderr)
+        else:
+            nics = local_nics()
+            print(f"# {socket.gethostname()}: {nics or 'no NIC (NCCL_SOCKET_IFNAME?)'}", file=sys.stderr)
         layout = alike(a.hosts, a.ranks_per_host, nics)
     p = plan(layout)
     print(json.dumps(p, indent=1) if a.json else tables(p), end="")

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "topo/pci.h"
+
 namespace accl {
 namespace {
 
@@ -34,16 +36,20 @@ bool parseNics(const std::string& s, TopoReport* r, std::string* err) {
       *err = "more than " + std::to_string(kTopoMaxNics) + " NICs";
       return false;
     }
-    const size_t eq = t.find('=');
-    const std::string name = t.substr(0, eq), subnet = eq == std::string::npos ? "" : t.substr(eq + 1);
+    const size_t at = t.find('@');
+    const std::string word = t.substr(0, at), pci = at == std::string::npos ? "" : t.substr(at + 1);
+    const size_t eq = word.find('=');
+    const std::string name = word.substr(0, eq), subnet = eq == std::string::npos ? "" : word.substr(eq + 1);
     TopoNic& n = r->nic[r->nics];
-    if (name.empty() || name.size() >= sizeof(n.name) || subnet.size() >= sizeof(n.subnet)) {
-      *err = "'" + t + "' is not NIC[=SUBNET] (a name of 1-23 characters)";
+    if (name.empty() || name.size() >= sizeof(n.name) || subnet.size() >= sizeof(n.subnet) ||
+        pci.size() >= sizeof(n.pci) || (at != std::string::npos && pci.empty())) {
+      *err = "'" + t + "' is not NIC[=SUBNET][@PCI] (a name of 1-23 characters, a PCI address of at most 15)";
       return false;
     }
     n = TopoNic{};
     strcpy(n.name, name.c_str());
     strcpy(n.subnet, subnet.c_str());
+    strcpy(n.pci, pci.c_str());
     n.dev = r->nics;
     n.rail = n.plane = n.nic = n.port = -1;
     ++r->nics;
@@ -105,6 +111,7 @@ bool topoParseLayout(const std::string& text, TopoLayout* out, std::string* err)
       *err = at + "rails " + rails + ": " + why;
       return false;
     }
+    topoPciPorts("", &rep);  // the ports of one NIC, from the addresses given
     ranks.push_back(rs);
     hosts.push_back(rep);
   }
@@ -135,7 +142,8 @@ std::string topoLayoutNics(const TopoReport& r) {
   std::string nics, rails;
   for (int i = 0; i < r.nics; ++i) {
     const TopoNic& n = r.nic[i];
-    nics += std::string(i ? "," : "") + n.name + (n.subnet[0] ? std::string("=") + n.subnet : "");
+    nics += std::string(i ? "," : "") + n.name + (n.subnet[0] ? std::string("=") + n.subnet : "") +
+            (n.pci[0] ? std::string("@") + n.pci : "");
     if (n.rail >= 0)
       rails += std::string(rails.empty() ? "" : ",") + n.name + ":" + std::to_string(n.rail) + ":" +
                std::to_string(std::max(n.plane, 0));

@@ -1,7 +1,7 @@
 // A layout: what each host of a (real or imagined) job has, as text, so that
 // the topology can be planned without the job (`python -m accl.topo`, tests).
 // Lines (a '#' starts a comment):
-//   host [NAME] ranks R,R,... nics NIC[=SUBNET],... [rails ACCL_NICS]
+//   host [NAME] ranks R,R,... nics NIC[=SUBNET][@PCI],... [rails ACCL_NICS]
 //   crossnic 0|1|2
 // The ranks of all hosts are 0..n-1, each once; `rails` takes ACCL_NICS's
 // grammar (<name>:<rail>[:<plane>],...) for that host's NICs.

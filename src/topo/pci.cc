@@ -36,7 +36,7 @@ void topoPciPorts(const std::string& sys, TopoReport* r) {
     TopoNic& x = r->nic[i];
     x.nic = x.port = -1;
     int devPort = 0;
-    if (!x.pci[0]) snprintf(x.pci, sizeof(x.pci), "%s", pciAddressOfNet(sys, x.name, &devPort).c_str());
+    if (!x.pci[0] && !sys.empty()) snprintf(x.pci, sizeof(x.pci), "%s", pciAddressOfNet(sys, x.name, &devPort).c_str());
     const std::string addr = x.rail < 0 ? x.pci : "";
     const size_t dot = addr.rfind('.');
     seen[i] = {dot == std::string::npos ? "" : addr.substr(0, dot),

@@ -14,7 +14,8 @@ namespace accl {
 // a bridge, a bond, loopback).
 std::string pciAddressOfNet(const std::string& sys, const char* ifname, int* devPort);
 
-// Fills in each NIC's PCI address where NCCL_TOPO_FILE gave none, and the
+// Fills in each NIC's PCI address where NCCL_TOPO_FILE gave none (from
+// sysfs under `sys`; "" reads none), and the
 // nic and port of r's NICs whose rail no one declared: two
 // interfaces on one PCI device (functions .0 and .1 of one bus:slot, or one
 // function's dev_port 0 and 1) are ports 0 and 1 of one NIC; every other

@@ -87,3 +87,38 @@ def test_the_picture(tmp_path):
     png = tmp_path / "plan.png"
     topo.picture(topo.plan(HPN), str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
+
+
+DUAL = ("nics a0=10.0.0.0/24@0000:17:00.0,a1=10.0.1.0/24@0000:17:00.1,"
+        "b0=10.1.0.0/24@0000:31:00.0,b1=10.1.1.0/24@0000:31:00.1")
+
+
+def test_pci_addresses_make_a_nics_two_ports_its_planes():
+    p = topo.plan(f"host x ranks 0,1 {DUAL}\nhost y ranks 2,3 {DUAL}\n")
+    assert (p["rails"], p["planes"]) == (2, 2), p
+    assert "planes from the ports" in p["source"]
+    ring = {(x["from"], x["to"]): x["lanes"] for x in p["ring_hops"]}
+    assert ring[(1, 2)] == [["a0", "a0"], ["b0", "b0"], ["a1", "a1"], ["b1", "b1"]]
+    with pytest.raises(accl.InvalidArgumentError, match="NIC\\[=SUBNET\\]\\[@PCI\\]"):
+        topo.plan("host x ranks 0 nics a0=10.0.0.0/24@\n")
+
+
+def test_a_topology_file_as_the_host(tmp_path):
+    xml = tmp_path / "node.xml"
+    xml.write_text('<?xml version="1.0"?>\n<system version="1"><cpu numaid="0">'
+                   '<pci busid="0000:17:00.0"><nic><net name="a0" subnet="10.0.0.0/24" speed="200000"/></nic></pci>'
+                   '<pci busid="0000:17:00.1"><nic><net name="a1" subnet="10.0.1.0/24"/></nic></pci>'
+                   '<gpu dev="0" rank="0"/></cpu></system>\n')
+    assert topo.file_nics(xml.read_text()) == "nics a0=10.0.0.0/24@0000:17:00.0,a1=10.0.1.0/24@0000:17:00.1"
+    out = subprocess.run([sys.executable, "-m", "accl.topo", "--topo-file", str(xml), "--json"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    assert (p["rails"], p["planes"]) == (1, 2), p
+    declared = '<system><nic><net name="e0" rail="1"/><net name="e1" rail="0" plane="1"/></nic></system>'
+    assert topo.file_nics(declared) == "nics e0,e1 rails e0:1:0,e1:0:1"
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<system><nic></system>")
+    out = subprocess.run([sys.executable, "-m", "accl.topo", "--topo-file", str(bad)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "--topo-file" in out.stderr and "mismatched tag" in out.stderr, out.stderr
