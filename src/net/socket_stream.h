@@ -31,12 +31,14 @@
 // works again (the peer acknowledged all it was given, its interface up,
 // ACCL_LANE_TIMEOUT_MS after it went) is taken back: a rejoin notice ("lane
 // k goes on at byte W", W all it was given), after every earlier notice,
-// goes over a lane that moves; the receiver skips lane k's bytes up to W,
-// reads frames from there and says so with one byte back on lane k; the
-// sender writes new frames on it once that byte came (never before: the
-// receiver must know where the lane's old bytes end). Notices name the
-// lane's generation (how often it came back), so that one sent again late
-// is told from a new one.
+// goes over a lane that moves; the receiver, once it read lane k up to its
+// cut, skips its bytes up to W, reads frames from there and says so with
+// one byte back on lane k; the sender writes new frames on it once that
+// byte came (never before: the receiver must know where the lane's old
+// bytes end, and must have passed its cut before the lane can be cut
+// again). Notices name the lane's generation (how often it came back), so
+// that one sent again late is told from a new one. Standby lanes (a rail
+// beside the connection's own) carry only while every other lane is given up.
 #pragma once
 
 #include <poll.h>
