@@ -170,6 +170,14 @@ Topology topoBuild(const std::vector<uint64_t>& hostKey, const std::vector<TopoR
       t.planes = std::max(t.planes, x.plane + 1);
     }
   for (const TopoHost& h : t.hosts) t.ring.insert(t.ring.end(), h.ranks.begin(), h.ranks.end());
+  for (size_t h = 0; h < t.hosts.size(); ++h) {  // hosts that lack a rail: connections take the rails both have
+    std::string lacks;
+    for (int rail = 0; rail < t.rails; ++rail)
+      if (!portOn(t.hosts[h], rail, 0) && !portOn(t.hosts[h], rail, 1)) lacks += " " + std::to_string(rail);
+    if (!lacks.empty())
+      t.uneven += std::string(t.uneven.empty() ? "" : "; ") + "host " + std::to_string(h) + " (rank " +
+                  std::to_string(t.hosts[h].ranks[0]) + "'s) has no rail" + lacks;
+  }
   return t;
 }
 

@@ -62,6 +62,7 @@ struct Topology {
   std::vector<int> ring;        // the ring's order: host by host, each host's ranks in rank order
   int crossNic = 2;
   bool nicsAgree = true;        // false: ranks of a host reported different NICs (topoHopDevices has none)
+  std::string uneven;           // hosts that lack rails others have ("": every host has every rail)
 };
 
 // From every rank's host (hostKey, by rank) and report. Ranks of one host

@@ -68,6 +68,10 @@ ncclResult_t topoSetup(ncclComm* comm) {
   if (comm->topo->localOf[comm->rank] == 0)
     for (const std::string& line : topoDescribe(*comm->topo))  // once per host
       INFO(kInit, "%s topology: %s", comm->name.c_str(), line.c_str());
+  if (!comm->topo->uneven.empty() && comm->rank == 0)
+    WARN("%s: hosts have different rails: %s; connections between two hosts take the rails both have (a rank "
+         "whose own rail the other host lacks sends on another of its host's rails)",
+         comm->name.c_str(), comm->topo->uneven.c_str());
   if (const char* dump = paramString(Param::TopoDumpFile); *dump && paramInt(Param::TopoDumpFileRank) == comm->rank)
     dumpTopology(*comm->topo, comm->topo->hostOf[comm->rank], dump);
   return ncclSuccess;

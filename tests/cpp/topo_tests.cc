@@ -140,6 +140,8 @@ TEST(topo_missing_nic_and_uneven_hosts) {
   CHECK_EQ(hop(t, 5, 3, 5, true), std::string("0"));  // only rail 0 reaches host 2
   CHECK_EQ(hop(t, 5, 3, 3, true), std::string("0"));
   CHECK_EQ(hop(t, 4, 0, 4, false), std::string("1"));  // rank 4, second of its host: rail 1
+  CHECK_EQ(t.uneven, std::string("host 2 (rank 3's) has no rail 1"));  // said in a WARN at init
+  CHECK(layout(2, 1, [](int) { return std::vector<TopoNic>{nic("n0", 0, "10.1.0.0/16")}; }).uneven.empty());
 }
 
 TEST(topo_no_shared_rail_and_cross_nic) {
