@@ -54,7 +54,9 @@ class NetBackend {
   // over them only while each of devs[0, active) is given up (failover).
   // A backend without standby merges devs[0, active) alone.
   virtual ncclResult_t makeVDeviceWithStandby(const int* devs, int n, int active, int* vdev) {
-    return makeVDevice(devs, active, vdev);
+    if (active != 1) return makeVDevice(devs, active, vdev);
+    *vdev = devs[0];  // one: the device itself
+    return ncclSuccess;
   }
   // The most devices makeVDevice merges (1: it cannot).
   virtual int maxVDeviceNics() const { return 1; }

@@ -484,21 +484,25 @@ class SocketNet final : public NetBackend {
 
   // Every lane's socket, bound to its NIC, connecting without blocking.
   ncclResult_t startLanes(const std::vector<int>& nics, int active, const Handle& h, Connecting* c) {
-    const int lanes = std::max(lanesFor(static_cast<int>(nics.size())), 1);
+    // Lane j joins our j-th NIC to the peer's j-th address: where one side
+    // merged more (its settings or address families differ), the extra ones
+    // go unused rather than pair across rails.
+    const int usable = std::min(static_cast<int>(nics.size()), static_cast<int>(h.nics));
+    const int lanes = std::max(lanesFor(usable), 1);
     c->standby.assign(static_cast<size_t>(lanes), false);
-    for (int j = 0; j < lanes; ++j) c->standby[j] = j % static_cast<int>(nics.size()) >= active;
+    for (int j = 0; j < lanes; ++j) c->standby[j] = j % usable >= active;
     uint8_t connId[kConnIdBytes];
     NCCLCHECK(randomBytes(connId, kConnIdBytes));
     c->lanes.resize(lanes);
-    c->severalNics = nics.size() > 1;
+    c->severalNics = usable > 1;
     for (int j = 0; j < lanes; ++j) {
       LaneConnecting& l = c->lanes[j];
-      l.to = getAddr(h, j % h.nics);
+      l.to = getAddr(h, j % usable);
       l.proof.magic = kMagic;
       l.proof.lane = static_cast<uint16_t>(j);
       l.proof.lanes = static_cast<uint16_t>(lanes);
       memcpy(l.proof.connId, connId, kConnIdBytes);
-      const NetIf& from = ifs_[nics[j % nics.size()]];
+      const NetIf& from = ifs_[nics[j % usable]];
       l.fd = socket(l.to.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       if (l.fd < 0) {
         WARN("NET/Socket: socket() failed: %s", strerror(errno));

@@ -72,6 +72,10 @@ bool railsBySubnet(std::vector<TopoHost>* hosts, bool planes) {
         s = n.subnet;
       }
     }
+  // A subnet that is one host's plane 1 and another's rail (its ports not
+  // paired there) leaves the hosts' planes apart: no planes then.
+  for (const std::string& s : second)
+    if (!s.empty() && std::find(seen.begin(), seen.end(), s) != seen.end()) return false;
   // Routed fabrics (a subnet per rack or per link) share none between some
   // hosts: the subnets say nothing of rails there.
   for (size_t a = 0; a < hosts->size(); ++a)

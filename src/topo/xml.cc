@@ -9,6 +9,7 @@ namespace {
 
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxNodes = 1 << 16;
+constexpr size_t kMaxAttrs = 64;  // an element's (a topology file's have fewer than 16)
 
 struct Reader {
   const std::string& s;
@@ -106,6 +107,7 @@ struct Reader {
       blanks();
       if (!value(&val)) return false;
       if (node->attr(key.c_str())) return fail("attribute " + key + " given twice");
+      if (node->attrs.size() == kMaxAttrs) return fail("<" + node->name + "> has too many attributes");
       node->attrs.emplace_back(key, val);
     }
     for (;;) {  // children, then the closing tag

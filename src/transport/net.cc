@@ -133,9 +133,11 @@ int deviceOf(const ncclComm* comm, NetBackend* net, int peer, bool send, int tag
     const int sender = send ? comm->rank : peer, receiver = send ? peer : comm->rank;
     std::string why;
     // A connection on one rail gets the next rail's ports to stand by where
-    // it can fail over (ACCL_LANE_TIMEOUT_MS > 0, no helper threads).
+    // it can fail over (ACCL_LANE_TIMEOUT_MS > 0) and has a socket a NIC
+    // (NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD unset).
     int active = 0;
-    const bool standby = paramInt(Param::LaneTimeoutMs) > 0 && paramInt(Param::SocketNthreads) <= 1;
+    const bool standby = paramInt(Param::LaneTimeoutMs) > 0 && paramInt(Param::SocketNthreads) <= 0 &&
+                         paramInt(Param::NsocksPerthread) <= 0;
     const std::vector<int> devs =
         topoHopDevices(*comm->topo, sender, receiver, comm->rank, tag == kTagRing || tag == kTagDevRing,
                        net->maxVDeviceNics(), &why, standby ? &active : nullptr);

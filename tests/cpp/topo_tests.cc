@@ -305,6 +305,16 @@ TEST(topo_two_ports_of_a_nic_are_one_rails_planes) {
   Topology u = layout(2, 1, [](int h) { return dualPorts(false, h ? "10.9.1.0/24" : "10.0.1.0/24"); });
   CHECK_EQ(std::string(u.source), std::string("subnets"));
   CHECK_EQ(u.planes, 1);
+  // Ports paired on one host only (the other's sysfs says nothing, a VM's):
+  // a subnet that is one host's plane 1 and the other's rail: no planes.
+  Topology w = layout(2, 1, [](int h) {
+    std::vector<TopoNic> x = dualPorts(false);
+    if (h == 1)
+      for (TopoNic& n : x) n.nic = n.port = -1;
+    return x;
+  });
+  CHECK_EQ(std::string(w.source), std::string("subnets"));
+  CHECK(w.rails == 4 && w.planes == 1 && w.uneven.empty());
   // No subnets (a plugin's devices): rails in device order, the ports planes.
   Topology v = layout(2, 1, [](int h) {
     std::vector<TopoNic> x = dualPorts(h == 1);
@@ -351,6 +361,10 @@ TEST(topo_xml_reads_what_topology_files_hold) {
   CHECK(!xmlParse(deep, &root, &err));
   CHECK(err.find("nested too deep") != std::string::npos);
   CHECK_EQ(xmlEscape("a<\"&'>"), std::string("a&lt;&quot;&amp;&apos;&gt;"));
+  std::string many = "<system";
+  for (int i = 0; i < 100; ++i) many += " a" + std::to_string(i) + "='1'";
+  CHECK(!xmlParse(many + "/>", &root, &err));
+  CHECK_EQ(err, std::string("line 1: <system> has too many attributes"));
 }
 
 TEST(topo_file_gives_pci_addresses_speeds_rails) {

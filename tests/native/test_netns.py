@@ -468,6 +468,35 @@ def test_every_rail_a_connection_may_take_down_fails_within_the_timeout_naming_i
         net.down()
 
 
+@pytest.mark.timeout(150)
+def test_standby_on_one_end_only_stays_on_the_rails():
+    """2 hosts x 2 ranks x 2 rails x 2 planes; rank 3 turns failover off
+    (ACCL_LANE_TIMEOUT_MS=0), so its connections have no standby rail while
+    their other ends do: each sender pairs only the NICs both ends merged,
+    and no TCP connection joins two rails (seen mid-run with ss)."""
+    net = emunet(hosts=2, nics=2, planes=2, rate="1gbit")
+    try:
+        argv = ["sh", "-c", '[ "$PMI_RANK" = 3 ] && export ACCL_LANE_TIMEOUT_MS=0; exec "$@"', "sh",
+                sys.executable, "-m", "accl.perf", "allreduce", "-b", "16M", "-e", "16M", "-n", "20", "-w", "1",
+                "-c", "1", "-d", "int32"]
+        run, res = _launch_until_crossed(net, argv, 8 << 20, ranks_per_host=2, timeout=120)
+        crossing = []
+        for h in net.hosts:
+            ss = subprocess.run(h.cmd(["ss", "-tnH", "state", "established"]), capture_output=True, text=True).stdout
+            for line in ss.splitlines():
+                local, peer = line.split()[-2], line.split()[-1]
+                lr, pr = (int(a.rsplit(":", 1)[0].split(".")[2]) // 2 for a in (local, peer))
+                if local.startswith("10.") and peer.startswith("10.") and lr != pr:
+                    crossing.append(line)
+        run.join()
+        out = "\n".join(r.stdout[-2000:] for r in res["r"])
+        assert all(r.returncode == 0 for r in res["r"]), out
+        assert "# Out of bounds values : 0 OK" in res["r"][0].stdout, out
+        assert not crossing, crossing
+    finally:
+        net.down()
+
+
 @pytest.mark.timeout(180)
 def test_topology_file_dumped_then_read_back(tmp_path):
     """2 hosts x 2 rails: rank 0 dumps its host's NICs (NCCL_TOPO_DUMP_FILE)
