@@ -79,21 +79,25 @@ void retryOften(int fd, bool out, int defaultRtoMaxMs) {
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &deadline, sizeof(int));
 }
 
+// TCP's own view of fd (false: it cannot be read).
+bool tcpInfo(int fd, tcp_info* ti) {
+  *ti = tcp_info{};
+  socklen_t len = sizeof(*ti);
+  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0;
+}
+
 // Whether TCP is retransmitting on fd (after a timeout): the peer's
 // acknowledgements stopped for want of a path, not of room at the peer (a
 // zero window sends probes, which count elsewhere).
 bool retransmitting(int fd) {
-  tcp_info ti{};
-  socklen_t len = sizeof(ti);
-  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return false;
-  return ti.tcpi_retransmits > 0 || ti.tcpi_ca_state == kTcpCaLoss;
+  tcp_info ti;
+  return tcpInfo(fd, &ti) && (ti.tcpi_retransmits > 0 || ti.tcpi_ca_state == kTcpCaLoss);
 }
 
 // Whether fd's TCP connection still stands (no reset, no timeout).
 bool established(int fd) {
-  tcp_info ti{};
-  socklen_t len = sizeof(ti);
-  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_ESTABLISHED;
+  tcp_info ti;
+  return tcpInfo(fd, &ti) && ti.tcpi_state == TCP_ESTABLISHED;
 }
 
 // The interface of `all` that holds fd's own address (null: none does).
